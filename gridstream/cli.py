@@ -1,0 +1,116 @@
+"""The ``gridstream`` command line: stack, demo, mirror, consume, run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from gridstream.errors import GridstreamError
+
+__all__ = ["main"]
+
+
+def _services_arg(raw: str | None) -> list[str] | None:
+    if raw is None:
+        return None
+    return [s.strip() for s in raw.split(",") if s.strip()]
+
+
+def _stack(args: argparse.Namespace) -> int:
+    from gridstream import stack
+
+    chosen = stack.services(_services_arg(args.services))
+    if args.action == "up":
+        for svc in chosen:
+            started = time.monotonic()
+            status = svc.up()
+            print(f"{status.line()}  ({time.monotonic() - started:.1f}s)", flush=True)
+    elif args.action == "down":
+        for svc in reversed(chosen):
+            print(svc.down().line(), flush=True)
+    elif args.action == "fetch":
+        for name in stack.ARTIFACT_SETS:
+            print(f"{name:<10}{stack.ensure_artifacts(name)}", flush=True)
+    else:
+        statuses = [svc.status() for svc in chosen]
+        for status in statuses:
+            print(status.line())
+        if any(s.state != "up" for s in statuses):
+            return 3
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from gridstream.demo import run_demo
+
+    return run_demo(keep_stack=args.keep_stack, operations=args.operations)
+
+
+def _mirror(args: argparse.Namespace) -> int:
+    from gridstream.mirror.__main__ import main as mirror_main
+
+    return mirror_main(args.rest)
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from gridstream.consumer import main as consume_main
+
+    return consume_main(args.rest)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gridstream.pipeline_config import run_config
+
+    return run_config(args.config)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gridstream",
+        description="Connect a data grid with Kafka and stores; pipelines on Spark.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    st = sub.add_parser("stack", help="start/stop/check the local services on loopback")
+    st.add_argument("action", choices=["up", "down", "status", "fetch"])
+    st.add_argument("--services", help="comma-separated: kafka,cassandra (default: all)")
+    st.set_defaults(func=_stack)
+
+    demo = sub.add_parser("demo", help="the quickstart, end to end, on embedded defaults")
+    demo.add_argument("--operations", type=int, default=2000, help="workload size")
+    demo.add_argument("--keep-stack", action="store_true", help="leave services running")
+    demo.set_defaults(func=_demo)
+
+    mirror = sub.add_parser("mirror", help="mirror a space's operation log to Kafka",
+                            add_help=False)
+    mirror.add_argument("rest", nargs=argparse.REMAINDER)
+    mirror.set_defaults(func=_mirror)
+
+    consume = sub.add_parser("consume", help="print decoded operations of a topic",
+                             add_help=False)
+    consume.add_argument("rest", nargs=argparse.REMAINDER)
+    consume.set_defaults(func=_consume)
+
+    run = sub.add_parser("run", help="run what a PIPELINE.toml defines until stopped")
+    run.add_argument("config")
+    run.set_defaults(func=_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except GridstreamError as exc:
+        print(f"gridstream: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gridstream: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

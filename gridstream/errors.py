@@ -1,0 +1,110 @@
+"""The exception tree: one root, one subclass per area.
+
+Errors are always raised ``from`` their cause, keep client error codes as attributes, and
+never carry secrets in their message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CodecError",
+    "ConfigError",
+    "EndpointError",
+    "EntryNotFoundError",
+    "GridstreamError",
+    "InvalidEntryError",
+    "KafkaClientError",
+    "LogCorruptedError",
+    "MirrorError",
+    "OperationLogError",
+    "SpaceError",
+    "SparkError",
+    "StackError",
+    "StoreError",
+    "TransactionError",
+    "UnknownTypeError",
+    "VersionConflictError",
+]
+
+
+class GridstreamError(Exception):
+    """Root of every error gridstream raises on purpose."""
+
+
+class ConfigError(GridstreamError):
+    """A configuration value is missing, malformed or contradictory."""
+
+
+class StackError(GridstreamError):
+    """A local service (Kafka, Cassandra, ...) could not be fetched, started or reached."""
+
+
+class SpaceError(GridstreamError):
+    """A grid (space) operation was refused."""
+
+
+class UnknownTypeError(SpaceError):
+    """The entry's type has not been introduced to the space and cannot be inferred."""
+
+
+class InvalidEntryError(SpaceError):
+    """The entry is malformed: no id, an unserializable value, too large, ..."""
+
+
+class EntryNotFoundError(SpaceError):
+    """An update or change named an id that the space does not hold."""
+
+
+class VersionConflictError(SpaceError):
+    """Optimistic locking failed: the entry changed since the caller read it."""
+
+    def __init__(self, message: str, *, expected: int, actual: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+
+class TransactionError(SpaceError):
+    """A transaction was used wrongly (nested, reused after commit, ...)."""
+
+
+class OperationLogError(GridstreamError):
+    """The durable operation log could not be written or read."""
+
+
+class LogCorruptedError(OperationLogError):
+    """A log file has a torn or corrupted record; names the file and byte offset."""
+
+    def __init__(self, message: str, *, path: str, offset: int) -> None:
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+
+
+class CodecError(GridstreamError):
+    """A value could not be encoded or decoded by the chosen codec."""
+
+
+class MirrorError(GridstreamError):
+    """The write-behind mirror could not deliver or could not resume."""
+
+
+class EndpointError(MirrorError):
+    """A sync endpoint refused or failed a batch."""
+
+
+class KafkaClientError(GridstreamError):
+    """A Kafka client call failed; ``code`` keeps librdkafka's error code name."""
+
+    def __init__(self, message: str, *, code: str | None = None, retriable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retriable = retriable
+
+
+class StoreError(GridstreamError):
+    """A store (Cassandra, SQL, lake) mapping or write failed."""
+
+
+class SparkError(GridstreamError):
+    """A Spark session or streaming query failed."""

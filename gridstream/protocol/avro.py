@@ -1,0 +1,285 @@
+"""Avro codec in the Confluent wire format, with the schema derived from the type.
+
+Record value = magic byte ``0`` + 4-byte big-endian schema id + Avro binary body. The
+writer schema is derived from the ``TypeDescriptor`` (one envelope record per type; the
+subject is the record's full name, as Confluent's RecordNameStrategy) and registered in
+a ``SchemaRegistry``. ``LocalSchemaRegistry`` derives the id from the schema's
+fingerprint, so a consumer holding the same descriptors resolves ids without any
+server; a Confluent Schema Registry client can implement the same ABC later.
+
+Mapping of property kinds: str/int/float/bool/bytes native, datetime → timestamp-micros
+(naive values are taken as UTC and come back UTC-aware), date → date, uuid → uuid,
+decimal → string, declared nested objects → records, list/set/dict/any → JSON text.
+Dynamic properties travel as JSON text in ``extra``; ``present`` lists the keys of
+``data`` so a partial update decodes to exactly the keys it carried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import struct
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gridstream.errors import CodecError, ConfigError
+from gridstream.operations import PropertySpec, TypeDescriptor
+from gridstream.protocol.codecs import Codec, restored
+from gridstream.protocol.envelope import Envelope
+from gridstream.protocol.values import wire_default
+
+__all__ = ["AvroCodec", "LocalSchemaRegistry", "SchemaRegistry", "avro_schema"]
+
+MAGIC = 0
+_HEADER = struct.Struct(">bI")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NATIVE: dict[str, Any] = {
+    "str": "string", "int": "long", "float": "double", "bool": "boolean", "bytes": "bytes",
+    "datetime": {"type": "long", "logicalType": "timestamp-micros"},
+    "date": {"type": "int", "logicalType": "date"},
+    "uuid": {"type": "string", "logicalType": "uuid"},
+    "decimal": "string",
+}
+_JSON_KINDS = frozenset({"list", "set", "dict", "any", "object"})
+
+
+def _avro_name(text: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_]", "_", text)
+    return cleaned if _NAME.match(cleaned) else f"_{cleaned}"
+
+
+def _is_record(spec: PropertySpec) -> bool:
+    return spec.kind == "object" and bool(spec.nested)
+
+
+def _avro_fields(specs: tuple[PropertySpec, ...], record_name: str) -> list[dict[str, Any]]:
+    fields: list[dict[str, Any]] = []
+    for spec in specs:
+        if not _NAME.match(spec.name):
+            continue  # carried in ``extra`` as JSON text
+        if _is_record(spec):
+            avro_type: Any = {
+                "type": "record", "name": f"{record_name}_{spec.name}",
+                "fields": _avro_fields(spec.nested, f"{record_name}_{spec.name}"),
+            }
+        else:
+            avro_type = _NATIVE.get(spec.kind, "string")
+        fields.append({"name": spec.name, "type": ["null", avro_type], "default": None})
+    return fields
+
+
+def avro_schema(descriptor: TypeDescriptor) -> dict[str, Any]:
+    """The envelope schema for one type (stable for a given descriptor)."""
+    data_name = f"{_avro_name(descriptor.name)}Data"
+    array = {"type": "array", "items": "string"}
+    return {
+        "type": "record", "name": f"{_avro_name(descriptor.name)}Envelope",
+        "namespace": "gridstream.protocol",
+        "fields": [
+            {"name": "op", "type": "string"},
+            {"name": "type", "type": "string"},
+            {"name": "id", "type": ["string", "long"]},
+            {"name": "version", "type": "long"},
+            {"name": "txn", "type": ["null", "string"], "default": None},
+            {"name": "ts", "type": "long"},
+            {"name": "partition", "type": "int"},
+            {"name": "data", "default": None, "type": ["null", {
+                "type": "record", "name": data_name,
+                "fields": _avro_fields(descriptor.fixed, data_name)}]},
+            {"name": "removed", "type": array, "default": []},
+            {"name": "present", "type": array, "default": []},
+            {"name": "extra", "type": {"type": "map", "values": "string"}, "default": {}},
+        ],
+    }
+
+
+class SchemaRegistry(ABC):
+    """Where writer schemas get their ids (local now; Confluent's server later)."""
+
+    @abstractmethod
+    def register(self, subject: str, schema: Mapping[str, Any]) -> int:
+        """The id of ``schema`` under ``subject`` (registering it if new)."""
+
+    @abstractmethod
+    def lookup(self, schema_id: int) -> Mapping[str, Any] | None:
+        """The schema with that id, or None if unknown here."""
+
+
+class LocalSchemaRegistry(SchemaRegistry):
+    """Ids from the schema fingerprint; optionally persisted as ``<id>.avsc`` files in
+    ``directory`` so that consumers without the descriptors can decode too."""
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self._schemas: dict[int, bytes] = {}
+        self._directory = Path(directory) if directory is not None else None
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def schema_id(schema: Mapping[str, Any]) -> int:
+        canonical = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+        return int.from_bytes(hashlib.sha256(canonical).digest()[:4], "big") & 0x7FFFFFFF
+
+    def register(self, subject: str, schema: Mapping[str, Any]) -> int:
+        canonical = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+        schema_id = self.schema_id(schema)
+        with self._lock:
+            known = self._schemas.setdefault(schema_id, canonical)
+            if known != canonical:
+                raise CodecError(f"schema id {schema_id} collides for subject {subject!r}")
+            if self._directory is not None:
+                path = self._directory / f"{schema_id}.avsc"
+                if not path.exists():
+                    self._directory.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(canonical)
+        return schema_id
+
+    def lookup(self, schema_id: int) -> Mapping[str, Any] | None:
+        raw = self._schemas.get(schema_id)
+        if raw is None and self._directory is not None:
+            path = self._directory / f"{schema_id}.avsc"
+            if path.exists():
+                raw = path.read_bytes()
+                self._schemas[schema_id] = raw
+        if raw is None:
+            return None
+        schema: Mapping[str, Any] = orjson.loads(raw)
+        return schema
+
+
+class AvroCodec(Codec):
+    """Confluent-framed Avro (see the module docstring)."""
+
+    name = "avro"
+
+    def __init__(self, registry: SchemaRegistry | None = None) -> None:
+        try:
+            import fastavro
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ConfigError("the avro codec needs: pip install 'gridstream[avro]'") from exc
+        self._fastavro: Any = fastavro
+        self.registry = registry or LocalSchemaRegistry()
+        self._writers: dict[TypeDescriptor, tuple[int, Any, dict[str, PropertySpec]]] = {}
+        self._readers: dict[int, Any] = {}
+
+    def _writer(self, descriptor: TypeDescriptor) -> tuple[int, Any, dict[str, PropertySpec]]:
+        cached = self._writers.get(descriptor)
+        if cached is None:
+            schema = avro_schema(descriptor)
+            subject = f"{schema['namespace']}.{schema['name']}"
+            schema_id = self.registry.register(subject, schema)
+            parsed = self._fastavro.parse_schema(schema, named_schemas={})
+            specs = {s.name: s for s in descriptor.fixed if _NAME.match(s.name)}
+            cached = (schema_id, parsed, specs)
+            self._writers[descriptor] = cached
+            self._readers[schema_id] = parsed
+        return cached
+
+    def encode(self, envelope: Envelope, descriptor: TypeDescriptor | None) -> bytes:
+        if descriptor is None:
+            raise CodecError(f"type {envelope.type!r} is unknown; the avro codec needs its "
+                             "descriptor")
+        schema_id, parsed, specs = self._writer(descriptor)
+        record = envelope.to_wire()
+        data, record["extra"] = _split(envelope.data or {}, specs)
+        record["data"] = None if envelope.data is None else data
+        record["present"] = [] if envelope.data is None else list(envelope.data)
+        out = io.BytesIO()
+        out.write(_HEADER.pack(MAGIC, schema_id))
+        try:
+            self._fastavro.schemaless_writer(out, parsed, record)
+        except (ValueError, TypeError, OverflowError, AttributeError) as exc:
+            raise CodecError(f"{envelope.type} {envelope.id!r}: not Avro-serializable: {exc}") \
+                from exc
+        return out.getvalue()
+
+    def decode(self, payload: bytes, types: Mapping[str, TypeDescriptor]) -> Envelope:
+        if len(payload) < _HEADER.size or payload[0] != MAGIC:
+            raise CodecError("not a Confluent-framed Avro record (magic byte 0 expected)")
+        _, schema_id = _HEADER.unpack_from(payload)
+        parsed = self._reader(schema_id, types)
+        try:
+            record = self._fastavro.schemaless_reader(io.BytesIO(payload[_HEADER.size:]),
+                                                      parsed, None)
+        except (ValueError, TypeError, EOFError, IndexError, UnicodeDecodeError) as exc:
+            raise CodecError(f"avro body does not match schema {schema_id}: {exc}") from exc
+        present = record.pop("present")
+        extra = record.pop("extra")
+        if record["data"] is not None:
+            record["data"] = _join(record["data"], extra, present)
+        return restored(Envelope.from_wire(record), types)
+
+    def _reader(self, schema_id: int, types: Mapping[str, TypeDescriptor]) -> Any:
+        parsed = self._readers.get(schema_id)
+        if parsed is None:
+            for descriptor in types.values():
+                self._writer(descriptor)
+            parsed = self._readers.get(schema_id)
+        if parsed is None:
+            schema = self.registry.lookup(schema_id)
+            if schema is None:
+                raise CodecError(f"unknown avro schema id {schema_id}")
+            parsed = self._fastavro.parse_schema(dict(schema), named_schemas={})
+            self._readers[schema_id] = parsed
+        return parsed
+
+
+def _split(data: Mapping[str, Any], specs: Mapping[str, PropertySpec]) -> tuple[dict[str, Any],
+                                                                                  dict[str, str]]:
+    """Declared properties in Avro form; everything else as JSON text."""
+    fields: dict[str, Any] = {}
+    extra: dict[str, str] = {}
+    for key, value in data.items():
+        spec = specs.get(key)
+        if spec is None:
+            extra[key] = _json_text(value)
+        else:
+            fields[key] = _to_avro(value, spec)
+    return fields, extra
+
+
+def _to_avro(value: Any, spec: PropertySpec) -> Any:
+    if value is None:
+        return None
+    if _is_record(spec):
+        if not isinstance(value, Mapping):
+            value = wire_default(value)
+        nested = {s.name: s for s in spec.nested if _NAME.match(s.name)}
+        unknown = set(value) - set(nested)
+        if unknown:
+            raise CodecError(f"property {spec.name}: undeclared nested keys {sorted(unknown)}")
+        return {k: _to_avro(v, nested[k]) for k, v in value.items()}
+    if spec.kind in _JSON_KINDS:
+        return _json_text(value)
+    if spec.kind == "decimal":
+        return str(value)
+    return value
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value, default=wire_default, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        raise CodecError(f"value is not JSON-serializable: {exc}") from exc
+
+
+def _join(fields: dict[str, Any], extra: Mapping[str, str], present: list[str]) -> dict[str, Any]:
+    """Rebuild ``data`` with exactly the keys it had (JSON-text kinds parsed back)."""
+    data: dict[str, Any] = {}
+    for key in present:
+        if key in extra:
+            data[key] = orjson.loads(extra[key])
+        else:
+            value = fields.get(key)
+            data[key] = orjson.loads(value) if _is_json_text(key, value, fields) else value
+    return data
+
+
+def _is_json_text(key: str, value: Any, fields: Mapping[str, Any]) -> bool:
+    del key, fields
+    return False

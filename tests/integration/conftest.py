@@ -1,0 +1,103 @@
+"""Session fixtures: the real services, started once (or reused when already running).
+
+Integration tests never skip: a service that cannot be started fails the session loudly.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from gridstream import stack
+from gridstream.stack.service import LocalService
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.integration)
+
+
+def _ensure(name: str) -> Iterator[LocalService]:
+    (service,) = stack.services([name])
+    was_up = service.status().state == "up"
+    service.up()  # idempotent; raises StackError with the log tail when it cannot start
+    yield service
+    if not was_up and not os.environ.get("GRIDSTREAM_KEEP_STACK"):
+        service.down()
+
+
+@pytest.fixture(scope="session")
+def kafka_service() -> Iterator[LocalService]:
+    yield from _ensure("kafka")
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(kafka_service: LocalService) -> str:
+    return kafka_service.address
+
+
+@pytest.fixture()
+def topic_factory(kafka_bootstrap: str) -> Iterator[Callable[..., str]]:
+    """``make_topic(partitions=3, **config) -> name``: uuid topics, deleted afterwards."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    created: list[str] = []
+
+    def make_topic(partitions: int = 3, name: str | None = None, **config: Any) -> str:
+        topic = name or f"gs-test-{uuid.uuid4().hex[:12]}"
+        futures = admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1,
+                      config={k.replace("_", "."): str(v) for k, v in config.items()})]
+        )
+        futures[topic].result(timeout=30)
+        created.append(topic)
+        return topic
+
+    yield make_topic
+    if created:
+        for fut in admin.delete_topics(created).values():
+            fut.result(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def cassandra_service() -> Iterator[LocalService]:
+    yield from _ensure("cassandra")
+
+
+@pytest.fixture(scope="session")
+def cassandra_session(cassandra_service: LocalService) -> Iterator[Any]:
+    from cassandra.cluster import Cluster
+
+    host, port = cassandra_service.address.rsplit(":", 1)
+    cluster = Cluster([host], port=int(port), protocol_version=5)
+    session = cluster.connect()
+    yield session
+    cluster.shutdown()
+
+
+@pytest.fixture()
+def keyspace(cassandra_session: Any) -> Iterator[str]:
+    """A fresh keyspace per test (SimpleStrategy, RF 1), dropped afterwards."""
+    name = f"gs_test_{uuid.uuid4().hex[:12]}"
+    cassandra_session.execute(
+        f"CREATE KEYSPACE {name} WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+    )
+    yield name
+    cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
+
+
+@pytest.fixture(scope="session")
+def spark(kafka_service: LocalService) -> Iterator[Any]:
+    from gridstream.spark import get_spark
+
+    session = get_spark(app_name="gridstream-tests")
+    yield session
+    session.stop()
