@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gridstream.errors import SparkError
@@ -60,7 +61,13 @@ def get_spark(
     builder = SparkSession.builder.master(
         master or os.environ.get("GRIDSTREAM_SPARK_MASTER", "local[2]")
     ).appName(app_name)
-    settings = {**DEFAULT_CONF, "spark.jars": ",".join(jars), **(conf or {})}
+    log_conf = Path(__file__).with_name("log4j2.properties")
+    settings = {
+        **DEFAULT_CONF,
+        "spark.jars": ",".join(jars),
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_conf}",
+        **(conf or {}),
+    }
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
