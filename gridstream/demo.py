@@ -30,7 +30,7 @@ def _round_trip(bootstrap: str, records: int) -> Table:
     """confluent-kafka produces -> Spark reads and counts per key -> Spark writes to Kafka
     -> confluent-kafka reads the counts back."""
     from confluent_kafka import Consumer, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     from gridstream.spark import get_spark
 
@@ -64,8 +64,9 @@ def _round_trip(bootstrap: str, records: int) -> Table:
         deadline = time.monotonic() + 60
         while len(received) < len(sent) and time.monotonic() < deadline:
             for msg in consumer.consume(100, timeout=1.0):
-                if msg.error() is None:
-                    received[msg.key().decode()] = int(msg.value())
+                raw_key, raw_value = msg.key(), msg.value()
+                if msg.error() is None and raw_key is not None and raw_value is not None:
+                    received[raw_key.decode()] = int(raw_value)
         consumer.close()
     table = Table(title="Kafka -> Spark -> Kafka round trip")
     for column in ("key", "produced", "counted by Spark", "match"):

@@ -11,10 +11,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
+Acked = dict[tuple[int, int], tuple[str, str]]
 
-def _produce(bootstrap: str, topic: str, records: list[tuple[str, str]]) -> dict[tuple[int, int], tuple[str, str]]:
+
+def _produce(bootstrap: str, topic: str, records: list[tuple[str, str]]) -> Acked:
     """Produce keyed records; return {(partition, offset): (key, value)} as acknowledged."""
-    acked: dict[tuple[int, int], tuple[str, str]] = {}
+    acked: Acked = {}
 
     def on_delivery(err: Any, msg: Any) -> None:
         assert err is None, err

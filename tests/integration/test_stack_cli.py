@@ -15,7 +15,9 @@ from gridstream.stack._process import port_open
 GRIDSTREAM = [sys.executable, "-m", "gridstream.cli"]
 
 
-def _run(args: list[str], env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def _run(
+    args: list[str], env: dict[str, str], timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*GRIDSTREAM, *args], env={**os.environ, **env}, capture_output=True,
                           text=True, timeout=timeout, check=False)
 

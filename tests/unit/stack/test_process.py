@@ -1,0 +1,73 @@
+"""Pure logic of the stack: PID files, ports, CQL readiness probe, service names."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+
+from gridstream import stack
+from gridstream.errors import StackError
+from gridstream.stack import _process
+from gridstream.stack.cassandra import cql_ready
+
+
+def test_read_pid_absent_valid_and_garbled(tmp_path: Path) -> None:
+    pid_file = tmp_path / "x.pid"
+    assert _process.read_pid(pid_file) is None
+    pid_file.write_text("1234\n")
+    assert _process.read_pid(pid_file) == 1234
+    pid_file.write_text("12ab")
+    with pytest.raises(StackError, match="corrupted state"):
+        _process.read_pid(pid_file)
+
+
+def test_is_ours_rejects_foreign_process() -> None:
+    import os
+
+    assert not _process.is_ours(os.getpid(), "kafka")
+    assert not _process.is_ours(2**22 + 12345, "kafka")
+
+
+def test_require_free_port() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(StackError, match=f"port 127.0.0.1:{port} is already in use"):
+            _process.require_free_port("kafka", "127.0.0.1", port)
+
+
+def test_unknown_service_names() -> None:
+    with pytest.raises(StackError, match="unknown service 'zk'; known: kafka, cassandra"):
+        stack.services(["kafka", "zk"])
+
+
+def _serve_once(reply: bytes) -> int:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(9)
+            conn.sendall(reply)
+        server.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    return int(server.getsockname()[1])
+
+
+def test_cql_probe_wants_supported() -> None:
+    supported = struct.pack(">BBhBi", 0x84, 0, 0, 0x06, 0)
+    assert cql_ready("127.0.0.1", _serve_once(supported))
+    error = struct.pack(">BBhBi", 0x84, 0, 0, 0x00, 0)
+    assert not cql_ready("127.0.0.1", _serve_once(error))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    assert not cql_ready("127.0.0.1", closed, timeout=0.5)
