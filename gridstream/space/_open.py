@@ -1,0 +1,143 @@
+"""Open a space directory: lock it, load types and snapshot, replay the log after it."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from gridstream.errors import ConfigError, LogCorruptedError, OperationLogError
+from gridstream.operations import OpType, TypeDescriptor
+from gridstream.space._change import replay_changes
+from gridstream.space._codec import (
+    RawOp,
+    decode_data,
+    decode_descriptor,
+    decode_raw_ops,
+    encode_data,
+)
+from gridstream.space._core import Core, SpaceOptions
+from gridstream.space._files import Layout, SpaceMeta, WriterLock
+from gridstream.space._recovery import LogRecord, read_payload, recover_log, scan_file
+from gridstream.space._snapshot import load_snapshot
+from gridstream.space._store import Slot, Store
+from gridstream.space._writer import LogWriter
+
+__all__ = ["open_core"]
+
+log = logging.getLogger(__name__)
+
+
+def open_core(name: str, data_dir: str | os.PathLike[str], options: SpaceOptions) -> Core:
+    """Recover the space stored in ``data_dir`` (or create it) and start its engine."""
+    _check_options(options)
+    layout = Layout(data_dir)
+    layout.root.mkdir(parents=True, exist_ok=True)
+    lock = WriterLock(layout)
+    try:
+        meta = layout.open_meta(name, options.partitions, options.segment_bytes)
+        types, type_count = _load_types(layout, options.on_corrupt_tail)
+        store = Store()
+        start_seq = _load_snapshot(layout, store)
+        recovered = recover_log(layout, options.partitions, start_seq,
+                                "truncate" if options.on_corrupt_tail == "truncate" else "fail")
+        if recovered.repaired:  # tells live readers to re-scan
+            layout.write_meta(SpaceMeta(meta.name, meta.partitions, meta.segment_bytes,
+                                        meta.epoch + 1))
+        for type_name, descriptor in types.items():
+            store.set_indexes(type_name, descriptor.indexes)
+        _replay(recovered.records, store, types)
+        writer = LogWriter(layout, recovered.tails, fsync=options.fsync,
+                           segment_bytes=options.segment_bytes)
+        writer.set_types_count(type_count)
+    except BaseException:
+        lock.release()
+        raise
+    return Core(name, layout, options, store, types, writer, recovered.next_seq, lock)
+
+
+def _check_options(options: SpaceOptions) -> None:
+    if options.partitions < 1:
+        raise ConfigError("partitions must be at least 1")
+    if options.on_corrupt_tail not in ("fail", "truncate"):
+        raise ConfigError("on_corrupt_tail must be 'fail' or 'truncate'")
+    if options.segment_bytes < 4096:
+        raise ConfigError("segment_bytes must be at least 4096")
+    if options.max_entry_bytes < 1:
+        raise ConfigError("max_entry_bytes must be positive")
+
+
+def _load_types(layout: Layout, on_corrupt_tail: str) -> tuple[dict[str, TypeDescriptor], int]:
+    """Every type introduced so far (later records describe a type's newer version)."""
+    if not layout.types.exists():
+        return {}, 0
+    frames, end, stop = scan_file(layout.types, keep_payload=True)
+    if stop is not None:
+        if not stop.torn or on_corrupt_tail != "truncate":
+            raise LogCorruptedError(
+                f"damaged type record ({stop.reason}) in {layout.types} at byte {stop.offset}",
+                path=str(layout.types), offset=stop.offset,
+            )
+        log.warning("cutting the types file's tail: %s, from byte %d", layout.types, end)
+        os.truncate(layout.types, end)
+    types = {}
+    for frame in frames:
+        descriptor = decode_descriptor(frame.payload or b"")
+        types[descriptor.name] = descriptor
+    return types, len(frames)
+
+
+def _load_snapshot(layout: Layout, store: Store) -> int:
+    loaded = load_snapshot(layout)
+    if loaded is None:
+        return 1
+    meta, chunks = loaded
+    tables = store.tables
+    for chunk in chunks:
+        for e in chunk:
+            table = tables.get(e.type_name)
+            if table is None:
+                table = tables[e.type_name] = {}
+            table[e.id] = Slot(e.version, bytes(e.data), e.partition, e.routing)
+    return meta.next_seq
+
+
+def _replay(records: list[LogRecord], store: Store, types: dict[str, TypeDescriptor]) -> None:
+    fds: dict[Path, int] = {}
+    try:
+        for rec in records:
+            fd = fds.get(rec.path)
+            if fd is None:
+                fd = fds[rec.path] = os.open(rec.path, os.O_RDONLY)
+            try:
+                ops = decode_raw_ops(rec.first_seq, read_payload(fd, rec))
+            except Exception as exc:
+                raise LogCorruptedError(f"unreadable record in {rec.path} at byte {rec.pos}",
+                                        path=str(rec.path), offset=rec.pos) from exc
+            for i, op in enumerate(ops):
+                _apply(store, types, rec.first_seq + i, op)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _apply(store: Store, types: dict[str, TypeDescriptor], seq: int, op: RawOp) -> None:
+    """Apply one logged operation exactly as the live space did."""
+    old = store.get(op.type_name, op.id)
+    if op.op.is_delete:
+        store.put(op.type_name, op.id, None, old)
+        return
+    if op.data is None:
+        raise OperationLogError(f"{op.op} at seq {seq} carries no data")
+    if op.op in (OpType.WRITE, OpType.UPDATE):
+        raw = op.data
+    else:
+        data = decode_data(old.data) if old is not None else {}
+        changes = decode_data(op.data)
+        if op.op is OpType.PARTIAL_UPDATE:
+            data.update(changes)
+        else:
+            descriptor = types.get(op.type_name) or TypeDescriptor(op.type_name, "id")
+            replay_changes(data, changes, op.removed, descriptor)
+        raw = encode_data(data)
+    store.put(op.type_name, op.id, Slot(seq, raw, op.partition, op.routing), old)
