@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gridstream.errors import GridstreamError
-from gridstream.operations import Bulk, OpType, Operation, PropertySpec, TypeDescriptor
+from gridstream.operations import Bulk, Operation, OpType, PropertySpec, TypeDescriptor
 
 __all__ = [
     "Bulk",
