@@ -30,13 +30,14 @@ import orjson
 
 from gridstream.errors import CodecError, ConfigError
 from gridstream.operations import PropertySpec, TypeDescriptor
-from gridstream.protocol.codecs import Codec, restored
+from gridstream.protocol.codecs import Codec
 from gridstream.protocol.envelope import Envelope
-from gridstream.protocol.values import wire_default
+from gridstream.protocol.values import restore, wire_default
 
 __all__ = ["AvroCodec", "LocalSchemaRegistry", "SchemaRegistry", "avro_schema"]
 
 MAGIC = 0
+KIND = "gridstream.kind"
 _HEADER = struct.Struct(">bI")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NATIVE: dict[str, Any] = {
@@ -70,8 +71,20 @@ def _avro_fields(specs: tuple[PropertySpec, ...], record_name: str) -> list[dict
             }
         else:
             avro_type = _NATIVE.get(spec.kind, "string")
-        fields.append({"name": spec.name, "type": ["null", avro_type], "default": None})
+        fields.append({"name": spec.name, "type": ["null", avro_type], "default": None,
+                       KIND: spec.kind})
     return fields
+
+
+def _specs_of(fields: list[dict[str, Any]]) -> tuple[PropertySpec, ...]:
+    """The property specs an envelope schema was derived from (its ``KIND`` marks)."""
+    specs = []
+    for field in fields:
+        avro_type = field["type"][1]
+        nested = _specs_of(avro_type["fields"]) if field[KIND] == "object" and isinstance(
+            avro_type, dict) and avro_type.get("type") == "record" else ()
+        specs.append(PropertySpec(field["name"], field[KIND], nested=nested))
+    return tuple(specs)
 
 
 def avro_schema(descriptor: TypeDescriptor) -> dict[str, Any]:
@@ -165,7 +178,7 @@ class AvroCodec(Codec):
         self._fastavro: Any = fastavro
         self.registry = registry or LocalSchemaRegistry()
         self._writers: dict[TypeDescriptor, tuple[int, Any, dict[str, PropertySpec]]] = {}
-        self._readers: dict[int, Any] = {}
+        self._readers: dict[int, tuple[Any, tuple[PropertySpec, ...]]] = {}
 
     def _writer(self, descriptor: TypeDescriptor) -> tuple[int, Any, dict[str, PropertySpec]]:
         cached = self._writers.get(descriptor)
@@ -173,12 +186,16 @@ class AvroCodec(Codec):
             schema = avro_schema(descriptor)
             subject = f"{schema['namespace']}.{schema['name']}"
             schema_id = self.registry.register(subject, schema)
-            parsed = self._fastavro.parse_schema(schema, named_schemas={})
-            specs = {s.name: s for s in descriptor.fixed if _NAME.match(s.name)}
-            cached = (schema_id, parsed, specs)
+            parsed, specs = self._parse(schema)
+            cached = (schema_id, parsed, {s.name: s for s in specs})
             self._writers[descriptor] = cached
-            self._readers[schema_id] = parsed
+            self._readers[schema_id] = (parsed, specs)
         return cached
+
+    def _parse(self, schema: Mapping[str, Any]) -> tuple[Any, tuple[PropertySpec, ...]]:
+        data_type = next(f for f in schema["fields"] if f["name"] == "data")["type"][1]
+        parsed = self._fastavro.parse_schema(dict(schema), named_schemas={})
+        return parsed, _specs_of(data_type["fields"])
 
     def encode(self, envelope: Envelope, descriptor: TypeDescriptor | None) -> bytes:
         if descriptor is None:
@@ -202,7 +219,7 @@ class AvroCodec(Codec):
         if len(payload) < _HEADER.size or payload[0] != MAGIC:
             raise CodecError("not a Confluent-framed Avro record (magic byte 0 expected)")
         _, schema_id = _HEADER.unpack_from(payload)
-        parsed = self._reader(schema_id, types)
+        parsed, specs = self._reader(schema_id, types)
         try:
             record = self._fastavro.schemaless_reader(io.BytesIO(payload[_HEADER.size:]),
                                                       parsed, None)
@@ -211,22 +228,23 @@ class AvroCodec(Codec):
         present = record.pop("present")
         extra = record.pop("extra")
         if record["data"] is not None:
-            record["data"] = _join(record["data"], extra, present)
-        return restored(Envelope.from_wire(record), types)
+            record["data"] = restore(_join(record["data"], extra, present, specs), specs)
+        return Envelope.from_wire(record)
 
-    def _reader(self, schema_id: int, types: Mapping[str, TypeDescriptor]) -> Any:
-        parsed = self._readers.get(schema_id)
-        if parsed is None:
+    def _reader(self, schema_id: int, types: Mapping[str, TypeDescriptor]
+                ) -> tuple[Any, tuple[PropertySpec, ...]]:
+        reader = self._readers.get(schema_id)
+        if reader is None:
             for descriptor in types.values():
                 self._writer(descriptor)
-            parsed = self._readers.get(schema_id)
-        if parsed is None:
+            reader = self._readers.get(schema_id)
+        if reader is None:
             schema = self.registry.lookup(schema_id)
             if schema is None:
                 raise CodecError(f"unknown avro schema id {schema_id}")
-            parsed = self._fastavro.parse_schema(dict(schema), named_schemas={})
-            self._readers[schema_id] = parsed
-        return parsed
+            reader = self._parse(schema)
+            self._readers[schema_id] = reader
+        return reader
 
 
 def _split(data: Mapping[str, Any], specs: Mapping[str, PropertySpec]) -> tuple[dict[str, Any],
@@ -268,18 +286,25 @@ def _json_text(value: Any) -> str:
         raise CodecError(f"value is not JSON-serializable: {exc}") from exc
 
 
-def _join(fields: dict[str, Any], extra: Mapping[str, str], present: list[str]) -> dict[str, Any]:
+def _join(fields: Mapping[str, Any], extra: Mapping[str, str], present: list[str],
+          specs: tuple[PropertySpec, ...]) -> dict[str, Any]:
     """Rebuild ``data`` with exactly the keys it had (JSON-text kinds parsed back)."""
+    by_name = {s.name: s for s in specs}
     data: dict[str, Any] = {}
     for key in present:
         if key in extra:
             data[key] = orjson.loads(extra[key])
         else:
-            value = fields.get(key)
-            data[key] = orjson.loads(value) if _is_json_text(key, value, fields) else value
+            data[key] = _from_avro(fields.get(key), by_name[key])
     return data
 
 
-def _is_json_text(key: str, value: Any, fields: Mapping[str, Any]) -> bool:
-    del key, fields
-    return False
+def _from_avro(value: Any, spec: PropertySpec) -> Any:
+    if value is None:
+        return None
+    if _is_record(spec):
+        nested = {s.name: s for s in spec.nested}
+        return {k: _from_avro(v, nested[k]) for k, v in value.items()}
+    if spec.kind in _JSON_KINDS:
+        return orjson.loads(value)
+    return value

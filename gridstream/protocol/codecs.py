@@ -48,12 +48,7 @@ def restored(envelope: Envelope, types: Mapping[str, TypeDescriptor]) -> Envelop
     descriptor = types.get(envelope.type)
     if descriptor is None or envelope.data is None or not descriptor.fixed:
         return envelope
-    data = restore(envelope.data, descriptor.fixed)
-    return Envelope(
-        op=envelope.op, type=envelope.type, id=envelope.id, version=envelope.version,
-        ts=envelope.ts, partition=envelope.partition, data=data, txn=envelope.txn,
-        removed=envelope.removed,
-    )
+    return envelope._replace(data=restore(envelope.data, descriptor.fixed))
 
 
 class JsonCodec(Codec):

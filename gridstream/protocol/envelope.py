@@ -14,8 +14,7 @@ with ``from_json`` (see ``spark_schema_ddl``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gridstream.errors import CodecError
 from gridstream.operations import EntityId, Operation, OpType
@@ -27,9 +26,11 @@ Headers = tuple[Header, ...]
 ENVELOPE_FIELDS = ("op", "type", "id", "version", "txn", "ts", "partition", "data", "removed")
 
 
-@dataclass(frozen=True, slots=True)
-class Envelope:
-    """One operation as it travels on the wire (see the module docstring)."""
+class Envelope(NamedTuple):
+    """One operation as it travels on the wire (see the module docstring).
+
+    Immutable; a named tuple rather than a frozen dataclass because the mirror builds one
+    per operation on its hot path, where construction cost matters."""
 
     op: OpType
     type: str
@@ -44,17 +45,9 @@ class Envelope:
     @classmethod
     def from_operation(cls, operation: Operation) -> Envelope:
         """The envelope of a committed operation."""
-        return cls(
-            op=operation.op,
-            type=operation.type_name,
-            id=operation.id,
-            version=operation.version,
-            ts=operation.timestamp_ms,
-            partition=operation.partition,
-            data=operation.data,
-            txn=operation.txn_id,
-            removed=tuple(operation.removed),
-        )
+        return cls(operation.op, operation.type_name, operation.id, operation.version,
+                   operation.timestamp_ms, operation.partition, operation.data,
+                   operation.txn_id, tuple(operation.removed))
 
     def to_operation(self) -> Operation:
         """Back to an ``Operation`` (for stores and the sink connector)."""
@@ -67,9 +60,9 @@ class Envelope:
     def to_wire(self) -> dict[str, Any]:
         """The flat dict a codec serializes (values of ``data`` not yet normalized)."""
         return {
-            "op": self.op.value, "type": self.type, "id": self.id, "version": self.version,
+            "op": str(self.op), "type": self.type, "id": self.id, "version": self.version,
             "txn": self.txn, "ts": self.ts, "partition": self.partition,
-            "data": None if self.data is None else dict(self.data),
+            "data": self.data if self.data is None or type(self.data) is dict else dict(self.data),
             "removed": list(self.removed),
         }
 

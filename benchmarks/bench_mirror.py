@@ -1,0 +1,177 @@
+"""Mirror throughput against the raw confluent-kafka producer, and write→visible latency.
+
+1. Throughput: N single-operation bulks of ~200-byte entries, mirrored exactly-once
+   (one Kafka transaction per batch) and at-least-once, against a raw idempotent
+   producer sending the very same keys, values and headers in the same run.
+2. Latency: a space is written at a fixed rate while ``python -m gridstream.mirror`` runs
+   as a separate process; a read_committed consumer measures the time from the space's
+   commit timestamp to the record being visible in Kafka (p50/p99).
+
+Prints one JSON line. Usage: python benchmarks/bench_mirror.py [--ops N] [--rate R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from gridstream import stack
+from gridstream.consumer import OperationConsumer
+from gridstream.mirror import PRODUCER_DEFAULTS, InMemoryLog, KafkaSyncEndpoint, Mirror
+from gridstream.model import SpaceDocument
+from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
+from gridstream.protocol import OperationEncoder
+from gridstream.space import Space
+
+REPO = Path(__file__).resolve().parents[1]
+FIXED = (PropertySpec("id", "str"), PropertySpec("name", "str"), PropertySpec("qty", "int"),
+         PropertySpec("note", "str"))
+
+
+def _descriptor(topic: str) -> TypeDescriptor:
+    return TypeDescriptor(name="Item", id_property="id", topic=topic, fixed=FIXED)
+
+
+def _entry(i: int) -> dict[str, Any]:
+    return {"id": f"item-{i % 10_000}", "name": f"name-{i}", "qty": i % 97, "note": "n" * 20}
+
+
+def _log(topic: str, ops: int) -> InMemoryLog:
+    log = InMemoryLog([_descriptor(topic)])
+    for i in range(ops):
+        log.append([Operation(OpType.WRITE, "Item", f"item-{i % 10_000}", 0, _entry(i),
+                              i % 4, 0)])
+    return log
+
+
+def _mirror_rate(bootstrap: str, topic: str, ops: int, exactly_once: bool) -> dict[str, float]:
+    log = _log(topic, ops)
+    endpoint = KafkaSyncEndpoint(bootstrap, exactly_once=exactly_once)
+    mirror = Mirror(log, endpoint, name=f"bench-{uuid.uuid4().hex[:8]}",
+                    max_batch_operations=10_000, max_batch_ms=0)
+    mirror.open()
+    started = time.perf_counter()
+    while mirror.run_once():
+        pass
+    elapsed = time.perf_counter() - started
+    metrics = mirror.metrics()
+    mirror.stop()
+    return {"ops_per_s": ops / elapsed, "batches": metrics.batches_total}
+
+
+def _raw_rate(bootstrap: str, topic: str, ops: int) -> dict[str, float]:
+    log = _log(topic, ops)
+    encoder = OperationEncoder()
+    descriptor = _descriptor(topic)
+    messages = [encoder.encode(op, descriptor, topic)
+                for bulk in log.read(0, ops) for op in bulk.operations]
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS})
+    started = time.perf_counter()
+    for m in messages:
+        while True:
+            try:
+                producer.produce(m.topic, m.value, m.key, timestamp=m.timestamp_ms,
+                                 headers=list(m.headers))
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+    elapsed = time.perf_counter() - started
+    size = statistics.mean(len(m.value) for m in messages)
+    return {"ops_per_s": ops / elapsed, "value_bytes": size}
+
+
+def _latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as data_dir:
+        space = Space.embedded("bench", data_dir=data_dir)
+        space.introduce_type(_descriptor(topic))
+        name = f"bench-lat-{uuid.uuid4().hex[:8]}"
+        cmd = [sys.executable, "-m", "gridstream.mirror", "--data-dir", data_dir,
+               "--bootstrap", bootstrap, "--name", name, "--metrics-interval", "0",
+               "--log-level", "WARNING"]
+        proc = subprocess.Popen(cmd, cwd=REPO)
+        latencies: list[float] = []
+        total = int(rate * seconds)
+        consumer = OperationConsumer(bootstrap, topics=[topic], group_id=name,
+                                     consumer_properties={"fetch.wait.max.ms": 10})
+        done = threading.Event()
+
+        def consume() -> None:
+            with consumer:
+                while len(latencies) < total and not done.is_set():
+                    for r in consumer.consume(1000, timeout_s=0.005):
+                        latencies.append(time.time() * 1000 - r.envelope.ts)
+
+        reader = threading.Thread(target=consume)
+        reader.start()
+        time.sleep(3.0)  # the mirror process connects and the consumer joins
+        started = time.monotonic()
+        for i in range(total):
+            space.write(SpaceDocument("Item", _entry(i)))
+            ahead = (i + 1) / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+        achieved = total / (time.monotonic() - started)
+        reader.join(60)
+        done.set()
+        proc.terminate()
+        proc.wait(30)
+        space.close()
+    latencies.sort()
+    return {
+        "target_ops_per_s": rate, "achieved_ops_per_s": achieved, "received": len(latencies),
+        "p50_ms": latencies[len(latencies) // 2],
+        "p99_ms": latencies[int(len(latencies) * 0.99)],
+        "max_ms": latencies[-1],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ops", type=int, default=100_000)
+    parser.add_argument("--rate", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    (kafka,) = stack.services(["kafka"])
+    kafka.up()
+    bootstrap = kafka.address
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [f"bench-mirror-{uuid.uuid4().hex[:8]}" for _ in range(4)]
+    from confluent_kafka.cimpl import NewTopic
+
+    for future in admin.create_topics([NewTopic(t, 3, 1) for t in topics]).values():
+        future.result(30)
+    try:
+        raw = _raw_rate(bootstrap, topics[0], args.ops)
+        eos = _mirror_rate(bootstrap, topics[1], args.ops, exactly_once=True)
+        alo = _mirror_rate(bootstrap, topics[2], args.ops, exactly_once=False)
+        latency = _latency(bootstrap, topics[3], args.rate, args.seconds)
+    finally:
+        for future in admin.delete_topics(topics).values():
+            future.result(30)
+    result = {
+        "ops": args.ops, "value_bytes": round(raw["value_bytes"]),
+        "raw_producer_ops_per_s": round(raw["ops_per_s"]),
+        "mirror_exactly_once_ops_per_s": round(eos["ops_per_s"]),
+        "mirror_at_least_once_ops_per_s": round(alo["ops_per_s"]),
+        "ratio_exactly_once_vs_raw": round(eos["ops_per_s"] / raw["ops_per_s"], 3),
+        "ratio_at_least_once_vs_raw": round(alo["ops_per_s"] / raw["ops_per_s"], 3),
+        "latency": {k: round(v, 1) if isinstance(v, float) else v for k, v in latency.items()},
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+"""Read decoded operations from Kafka: the consumer side of the mirror's protocol.
+
+``OperationConsumer`` yields ``OperationRecord``s (the decoded envelope plus its Kafka
+position), reads ``read_committed`` by default (only whole mirror transactions) and
+commits offsets only when told to, after the application stored what it read. A record
+that does not decode is an error (``fail``) or is skipped and counted (``skip``); it is
+never dropped silently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from types import TracebackType
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from gridstream.errors import CodecError, ConfigError, EndpointError, GridstreamError
+from gridstream.kafka import KafkaProperties
+from gridstream.kafka.errors import kafka_error
+from gridstream.operations import EntityId, OpType, TypeDescriptor
+from gridstream.protocol import Envelope, Headers, OperationDecoder
+from gridstream.protocol.values import wire_default
+
+__all__ = [
+    "DecodeErrorPolicy",
+    "OperationConsumer",
+    "OperationRecord",
+    "UndecodableRecordError",
+    "main",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRecord:
+    """One decoded operation and where it was read from."""
+
+    envelope: Envelope
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    headers: Headers
+    timestamp_ms: int
+
+    @property
+    def op(self) -> OpType:
+        return self.envelope.op
+
+    @property
+    def type_name(self) -> str:
+        return self.envelope.type
+
+    @property
+    def id(self) -> EntityId:
+        return self.envelope.id
+
+    @property
+    def version(self) -> int:
+        return self.envelope.version
+
+    @property
+    def data(self) -> Mapping[str, Any] | None:
+        return self.envelope.data
+
+
+class DecodeErrorPolicy(StrEnum):
+    """``fail``: raise ``UndecodableRecordError``. ``skip``: count it, log it, go on."""
+
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+class UndecodableRecordError(CodecError):
+    """A record is not a valid operation envelope; names its position."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
+        super().__init__(f"{topic}[{partition}]@{offset}: {message}")
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+CONSUMER_DEFAULTS: Mapping[str, str | int | bool] = {
+    "auto.offset.reset": "earliest",
+    "enable.partition.eof": False,
+}
+
+
+class OperationConsumer:
+    """Iterate decoded operations of ``topics`` as consumer group ``group_id``."""
+
+    def __init__(
+        self, bootstrap_servers: str | None = None, *, topics: Sequence[str],
+        group_id: str, consumer_properties: Mapping[str, Any] | None = None,
+        types: Mapping[str, TypeDescriptor] | None = None,
+        decoder: OperationDecoder | None = None,
+        on_decode_error: DecodeErrorPolicy | str = DecodeErrorPolicy.FAIL,
+        read_committed: bool = True,
+    ) -> None:
+        if not topics:
+            raise ConfigError("the consumer needs at least one topic")
+        explicit: dict[str, str | int | bool] = {
+            "group.id": group_id, "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        }
+        if bootstrap_servers:
+            explicit["bootstrap.servers"] = bootstrap_servers
+        self._props = KafkaProperties(consumer_properties).layered(CONSUMER_DEFAULTS, explicit)
+        self.topics = list(topics)
+        self.decoder = decoder or OperationDecoder(types)
+        self.policy = DecodeErrorPolicy(on_decode_error)
+        self.skipped = 0
+        self.tombstones = 0
+        self.last_decode_error: str | None = None
+        self._consumer: Consumer | None = None
+        self._next: dict[tuple[str, int], int] = {}
+
+    def __repr__(self) -> str:
+        return f"OperationConsumer(topics={self.topics!r}, properties={self._props!r})"
+
+    def open(self) -> OperationConsumer:
+        """Connect and subscribe (called by ``with`` and on first use)."""
+        if self._consumer is None:
+            try:
+                self._consumer = Consumer(self._props.client_config())
+            except KafkaException as exc:
+                raise kafka_error("invalid kafka consumer configuration", exc) from exc
+            self._consumer.subscribe(self.topics, on_revoke=self._on_revoke)
+        return self
+
+    def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+
+    def __enter__(self) -> OperationConsumer:
+        return self.open()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._next.pop((tp.topic, tp.partition), None)
+
+    def consume(self, max_records: int = 500, timeout_s: float = 1.0) -> list[OperationRecord]:
+        """Up to ``max_records`` decoded operations (fewer if ``timeout_s`` passes)."""
+        consumer = self.open()._consumer
+        assert consumer is not None
+        try:
+            messages = consumer.consume(max_records, timeout=timeout_s)
+        except KafkaException as exc:
+            raise kafka_error("consume failed", exc) from exc
+        records: list[OperationRecord] = []
+        for msg in messages:
+            record = self._record(msg)
+            if record is not None:
+                records.append(record)
+        return records
+
+    def __iter__(self) -> Iterator[OperationRecord]:
+        """Decoded operations, forever (stop by breaking out, then ``close()``)."""
+        while True:
+            yield from self.consume()
+
+    def _record(self, msg: Message) -> OperationRecord | None:
+        err = msg.error()
+        if err is not None:
+            self._client_error(err)
+            return None
+        topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+        self._next[(topic, partition)] = offset + 1
+        headers = _headers(msg.headers())
+        value = msg.value()
+        if value is None:
+            self.tombstones += 1
+            return None
+        try:
+            envelope = self.decoder.decode(value, headers)
+        except CodecError as exc:
+            self._undecodable(exc, topic, partition, offset)
+            return None
+        _, timestamp = msg.timestamp()
+        return OperationRecord(envelope, topic, partition, offset, msg.key(), headers, timestamp)
+
+    def _client_error(self, err: KafkaError) -> None:
+        if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                         KafkaError.TOPIC_AUTHORIZATION_FAILED):
+            raise kafka_error("consumer error", err)
+        log.warning("consumer: %s", err.str())
+
+    def _undecodable(self, exc: CodecError, topic: str, partition: int,
+                     offset: int) -> None:
+        error = UndecodableRecordError(str(exc), topic=topic, partition=partition,
+                                       offset=offset)
+        if self.policy is DecodeErrorPolicy.FAIL:
+            self._next.pop((topic, partition), None)
+            raise error from exc
+        self.skipped += 1
+        self.last_decode_error = str(error)
+        log.warning("skipped undecodable record (%d so far): %s", self.skipped, error)
+
+    def commit(self, records: Sequence[OperationRecord] | None = None, *,
+               asynchronous: bool = False) -> None:
+        """Commit the positions after ``records`` (default: everything read so far)."""
+        consumer = self._consumer
+        if consumer is None:
+            raise EndpointError("the consumer is not open")
+        if records is None:
+            positions = dict(self._next)
+        else:
+            positions = {}
+            for r in records:
+                key = (r.topic, r.partition)
+                positions[key] = max(positions.get(key, 0), r.offset + 1)
+        if not positions:
+            return
+        offsets = [TopicPartition(t, p, o) for (t, p), o in positions.items()]
+        try:
+            if asynchronous:
+                consumer.commit(offsets=offsets, asynchronous=True)
+                return
+            results = consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            raise kafka_error("offset commit failed", exc) from exc
+        for tp in results or ():
+            if tp.error is not None:
+                raise kafka_error(f"offset commit failed for {tp.topic}[{tp.partition}]",
+                                  tp.error)
+
+
+def _headers(raw: Any) -> Headers:
+    """Kafka headers as ``(name, bytes)`` pairs (a null header value becomes ``b""``)."""
+    pairs = raw.items() if isinstance(raw, Mapping) else (raw or [])
+    return tuple((k, v.encode() if isinstance(v, str) else (v or b"")) for k, v in pairs)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gridstream consume",
+                                     description="Print decoded operations as JSON lines.")
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--topic", action="append", required=True, help="repeatable")
+    parser.add_argument("--group", default=None, help="consumer group (default: a new one)")
+    parser.add_argument("--max", type=int, default=0, help="stop after N operations")
+    parser.add_argument("--idle-timeout", type=float, default=0.0,
+                        help="stop after this many seconds without records (0: never)")
+    parser.add_argument("--skip-undecodable", action="store_true")
+    parser.add_argument("--commit", action="store_true", help="commit offsets as it goes")
+    parser.add_argument("--read-uncommitted", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``gridstream consume``: print each decoded operation as one JSON line."""
+    args = _parser().parse_args(argv)
+    group = args.group or f"gridstream-consume-{uuid.uuid4().hex[:8]}"
+    consumer = OperationConsumer(
+        args.bootstrap, topics=args.topic, group_id=group,
+        on_decode_error="skip" if args.skip_undecodable else "fail",
+        read_committed=not args.read_uncommitted)
+    printed, idle = 0, 0.0
+    try:
+        with consumer:
+            while not args.max or printed < args.max:
+                records = consumer.consume(500, timeout_s=1.0)
+                idle = 0.0 if records else idle + 1.0
+                if args.idle_timeout and idle >= args.idle_timeout:
+                    break
+                for record in records[: (args.max - printed) if args.max else None]:
+                    sys.stdout.write(_json_line(record))
+                    printed += 1
+                sys.stdout.flush()
+                if args.commit:
+                    consumer.commit()
+    except GridstreamError as exc:
+        print(f"gridstream consume: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def _json_line(record: OperationRecord) -> str:
+    row = {"topic": record.topic, "partition": record.partition, "offset": record.offset,
+           **record.envelope.to_wire()}
+    return orjson.dumps(row, default=wire_default, option=orjson.OPT_NON_STR_KEYS
+                        | orjson.OPT_APPEND_NEWLINE).decode()

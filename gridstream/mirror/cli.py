@@ -1,0 +1,122 @@
+"""``python -m gridstream.mirror`` / ``gridstream mirror``: mirror a space's durable
+operation log to Kafka until stopped (SIGTERM or Ctrl-C stop it cleanly)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+from gridstream.errors import ConfigError, GridstreamError
+from gridstream.mirror._offsets import DEFAULT_OFFSETS_TOPIC
+from gridstream.mirror.kafka import KafkaSyncEndpoint, TopicSettings
+from gridstream.mirror.policy import UndeliverablePolicy
+from gridstream.mirror.service import Mirror, RetryPolicy
+from gridstream.protocol import codec_names, key_codec_names
+
+__all__ = ["build_parser", "main"]
+
+log = logging.getLogger("gridstream.mirror")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gridstream mirror",
+                                description="Mirror a space's operation log to Kafka.")
+    p.add_argument("--data-dir", required=True, help="the space's data directory")
+    p.add_argument("--bootstrap", default="127.0.0.1:9092", help="bootstrap.servers")
+    p.add_argument("--name", required=True, help="mirror name (stable across restarts)")
+    p.add_argument("--mode", choices=["exactly-once", "at-least-once"], default="exactly-once")
+    p.add_argument("--codec", choices=codec_names(), default="json")
+    p.add_argument("--key", choices=key_codec_names(), default="id", help="key codec")
+    p.add_argument("--default-topic")
+    p.add_argument("--topic-property", default="kafka.topic")
+    p.add_argument("--on-undeliverable", choices=[p.value for p in UndeliverablePolicy],
+                   default="fail")
+    p.add_argument("--dead-letter-topic")
+    p.add_argument("--offsets-topic", default=DEFAULT_OFFSETS_TOPIC)
+    p.add_argument("--partitions", type=int, default=-1, help="for topics created on demand")
+    p.add_argument("--replication-factor", type=int, default=-1)
+    p.add_argument("--no-create-topics", action="store_true")
+    p.add_argument("--max-batch-operations", type=int, default=10_000)
+    p.add_argument("--max-batch-ms", type=int, default=10)
+    p.add_argument("--poll-interval-ms", type=int, default=20)
+    p.add_argument("--max-attempts", type=int, default=10, help="retries of a failed batch")
+    p.add_argument("-X", "--producer-property", action="append", default=[],
+                   metavar="KEY=VALUE", help="librdkafka producer property (repeatable)")
+    p.add_argument("--metrics-interval", type=float, default=10.0,
+                   help="seconds between metric lines on stderr (0: none)")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def _properties(pairs: Sequence[str]) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"producer property must be KEY=VALUE, got {key!r}")
+        props[key.strip()] = value
+    return props
+
+
+def _endpoint(args: argparse.Namespace) -> KafkaSyncEndpoint:
+    return KafkaSyncEndpoint(
+        args.bootstrap, producer_properties=_properties(args.producer_property),
+        exactly_once=args.mode == "exactly-once", codec=args.codec, key_codec=args.key,
+        topic_property=args.topic_property, default_topic=args.default_topic,
+        on_undeliverable=args.on_undeliverable, dead_letter_topic=args.dead_letter_topic,
+        offsets_topic=args.offsets_topic,
+        topics=TopicSettings(create=not args.no_create_topics, partitions=args.partitions,
+                             replication_factor=args.replication_factor),
+    )
+
+
+def _report(mirror: Mirror, every_s: float, done: threading.Event) -> None:
+    while not done.wait(every_s):
+        m = mirror.metrics()
+        log.info("mirror %s: %s position=%d lag=%d ops=%d batches=%d rate=%.0f/s retries=%d%s",
+                 m.name, m.state, m.position, m.lag_operations, m.operations_total,
+                 m.batches_total, m.throughput_ops_per_s, m.retries_total,
+                 f" last_error={m.last_error}" if m.last_error else "")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the mirror until SIGTERM/SIGINT; 0 on a clean stop, 2 on failure."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from gridstream.space import open_log_reader
+
+    try:
+        reader = open_log_reader(args.data_dir)
+    except GridstreamError as exc:
+        print(f"gridstream mirror: error: {exc}", file=sys.stderr)
+        return 2
+    mirror = Mirror(reader, _endpoint(args), name=args.name,
+                    max_batch_operations=args.max_batch_operations,
+                    max_batch_ms=args.max_batch_ms, poll_interval_ms=args.poll_interval_ms,
+                    retry=RetryPolicy(max_attempts=args.max_attempts))
+
+    def on_signal(signum: int, frame: FrameType | None) -> Any:
+        mirror.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    done = threading.Event()
+    if args.metrics_interval > 0:
+        threading.Thread(target=_report, args=(mirror, args.metrics_interval, done),
+                         daemon=True).start()
+    try:
+        mirror.run()
+    except GridstreamError as exc:
+        print(f"gridstream mirror: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        done.set()
+        reader.close()
+    return 0

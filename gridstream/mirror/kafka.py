@@ -1,0 +1,429 @@
+"""The Kafka sync endpoint: each mirror batch is one Kafka transaction.
+
+The batch's records and the mirror's new position (a record keyed by the mirror's name
+in a compacted offsets topic) commit together, and the transactional id is stable per
+mirror name, so a restarted mirror fences its zombie and resumes exactly where the last
+committed transaction ended: read_committed consumers see every operation exactly once.
+An at-least-once mode (idempotent producer, no transactions) is available too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient
+
+from gridstream.errors import ConfigError, EndpointError, GridstreamError
+from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics, topic_max_message_bytes
+from gridstream.kafka.errors import error_of, is_fatal, kafka_error
+from gridstream.mirror._dead_letter import DeadLetters, Prepared
+from gridstream.mirror._offsets import (
+    DEFAULT_OFFSETS_TOPIC,
+    encode_position,
+    partition_for,
+    read_position,
+)
+from gridstream.mirror.endpoint import SyncEndpoint
+from gridstream.mirror.policy import Reason, UndeliverablePolicy
+from gridstream.operations import Bulk, TypeDescriptor
+from gridstream.protocol import (
+    Codec,
+    DefaultTopicResolver,
+    KafkaMessage,
+    KeyCodec,
+    MessageFactory,
+    OperationEncoder,
+    TopicResolver,
+)
+
+__all__ = ["PRODUCER_DEFAULTS", "KafkaSyncEndpoint", "TopicSettings", "committed_position"]
+
+log = logging.getLogger(__name__)
+
+PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "compression.type": "lz4",
+    "linger.ms": 5,
+    "partitioner": "murmur2_random",
+}
+"""Safe defaults under the user's producer properties (murmur2 matches Java clients)."""
+
+_SHARED_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.", "socket.",
+                    "broker.", "api.version", "metadata.", "reconnect.", "debug", "log_level",
+                    "connections.max.idle.ms", "topic.metadata")
+_COMMIT_RETRIES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    """How topics are created on demand (``-1``: the broker's default)."""
+
+    create: bool = True
+    partitions: int = -1
+    replication_factor: int = -1
+    config: Mapping[str, str] | None = None
+
+
+class KafkaSyncEndpoint(SyncEndpoint):
+    """Delivers mirror batches to Kafka topics (see the module docstring).
+
+    Topic per type: the type's ``topic``; else the document property ``topic_property``;
+    else ``default_topic``; else undeliverable. Undeliverable operations (unknown type,
+    no topic, unserializable, oversized) raise under ``fail`` or go to the dead-letter
+    topic under ``dead_letter`` — never dropped. ``producer_properties`` pass through
+    to librdkafka over ``PRODUCER_DEFAULTS``; the explicit arguments win.
+    """
+
+    name = "kafka"
+
+    def __init__(
+        self, bootstrap_servers: str | None = None, *,
+        producer_properties: Mapping[str, Any] | None = None,
+        exactly_once: bool = True,
+        codec: Codec | str = "json", key_codec: KeyCodec | str = "id",
+        message_factory: MessageFactory | None = None,
+        topic_resolver: TopicResolver | None = None,
+        topic_property: str = "kafka.topic", default_topic: str | None = None,
+        on_undeliverable: UndeliverablePolicy | str = UndeliverablePolicy.FAIL,
+        dead_letter_topic: str | None = None,
+        offsets_topic: str = DEFAULT_OFFSETS_TOPIC,
+        transactional_id: str | None = None,
+        topics: TopicSettings | None = None,
+        max_record_bytes: int | None = None,
+        transaction_timeout_ms: int | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        props = KafkaProperties(producer_properties)
+        explicit: dict[str, str | int | bool] = {}
+        if bootstrap_servers:
+            explicit["bootstrap.servers"] = bootstrap_servers
+        if transaction_timeout_ms is not None:
+            explicit["transaction.timeout.ms"] = transaction_timeout_ms
+        if transactional_id is not None:
+            explicit["transactional.id"] = transactional_id
+        self._props = props.layered(
+            {**PRODUCER_DEFAULTS, "transaction.timeout.ms": 60_000}, explicit)
+        if "bootstrap.servers" not in self._props:
+            raise ConfigError("the kafka endpoint needs bootstrap servers")
+        self.exactly_once = exactly_once
+        self.encoder = OperationEncoder(codec, key_codec, message_factory)
+        self.resolver = topic_resolver or DefaultTopicResolver(
+            topic_property=topic_property, default_topic=default_topic)
+        self.policy = UndeliverablePolicy(on_undeliverable)
+        self._dead_letter_topic = dead_letter_topic
+        self.offsets_topic = offsets_topic
+        self.topics = topics or TopicSettings()
+        self._max_record_bytes = max_record_bytes or int(
+            self._props.get_str("message.max.bytes", "1000000") or 1_000_000)
+        self.timeout_s = timeout_s
+        self.dead_lettered: Counter[str] = Counter()
+        self.records_sent = 0
+        self.mirror_name: str | None = None
+        self._producer: Producer | None = None
+        self._admin: AdminClient | None = None
+        self._limits: dict[str, int] = {}
+        self._needs_reset = False
+        self._offsets_partition = 0
+        self._delivery_errors: list[KafkaError] = []
+
+    def __repr__(self) -> str:
+        return (f"KafkaSyncEndpoint(mirror={self.mirror_name!r}, exactly_once={self.exactly_once},"
+                f" properties={self._props!r})")
+
+    # lifecycle -------------------------------------------------------------------------
+
+    @property
+    def dead_letter_topic(self) -> str:
+        return self._dead_letter_topic or f"gridstream-mirror-{self.mirror_name}-dlq"
+
+    @property
+    def transactional_id(self) -> str:
+        """Stable per mirror, so that a restarted mirror fences its zombie."""
+        explicit = self._props.get_str("transactional.id")
+        return explicit or f"gridstream-mirror-{self.mirror_name}"
+
+    def _shared_config(self) -> dict[str, Any]:
+        config = self._props.client_config()
+        return {k: v for k, v in config.items() if k.startswith(_SHARED_PREFIXES)}
+
+    def open(self, mirror_name: str) -> None:
+        self.mirror_name = mirror_name
+        try:
+            self._admin = AdminClient(self._shared_config())
+        except KafkaException as exc:
+            raise kafka_error("invalid kafka client configuration", exc) from exc
+        if self.exactly_once:
+            self._ensure([TopicSpec(self.offsets_topic, 1, self.topics.replication_factor,
+                                    {"cleanup.policy": "compact", "segment.ms": "600000",
+                                     "min.cleanable.dirty.ratio": "0.1"})], force=True)
+            self._offsets_partition = self._position_partition(mirror_name)
+        self._producer = self._new_producer()
+
+    def _position_partition(self, mirror_name: str) -> int:
+        """The offsets-topic partition holding this mirror's position."""
+        admin = self._admin
+        if admin is None:
+            raise EndpointError("the kafka endpoint is not open")
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                topic = admin.list_topics(self.offsets_topic, timeout=self.timeout_s)
+            except KafkaException as exc:
+                raise kafka_error(f"cannot describe {self.offsets_topic!r}", exc) from exc
+            metadata = topic.topics.get(self.offsets_topic)
+            if metadata is not None and metadata.error is None and metadata.partitions:
+                return partition_for(mirror_name, len(metadata.partitions))
+            if time.monotonic() > deadline:
+                raise EndpointError(f"offsets topic {self.offsets_topic!r} is not available")
+            time.sleep(0.2)
+
+    def _new_producer(self) -> Producer:
+        config: dict[str, Any] = self._props.client_config()
+        config.pop("transactional.id", None)
+        if self.exactly_once:
+            config["transactional.id"] = self.transactional_id
+        else:
+            config.pop("transaction.timeout.ms", None)
+            config.setdefault("delivery.report.only.error", True)  # callbacks for failures
+        try:
+            producer = Producer(config)
+        except KafkaException as exc:
+            raise kafka_error("invalid kafka producer configuration", exc) from exc
+        if self.exactly_once:
+            self._init_transactions(producer)
+        return producer
+
+    def _init_transactions(self, producer: Producer) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                producer.init_transactions(self.timeout_s)
+                return
+            except KafkaException as exc:
+                err = error_of(exc)
+                if err is None or not err.retriable() or time.monotonic() > deadline:
+                    raise kafka_error("cannot initialize kafka transactions", exc) from exc
+                time.sleep(0.5)
+
+    def position(self) -> int | None:
+        if not self.exactly_once:
+            return None
+        self._reset_if_needed()
+        return read_position(self._shared_config(), self.offsets_topic, self._name(),
+                             self.timeout_s)
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                if self._needs_reset:
+                    producer.purge(in_queue=True, in_flight=True, blocking=False)
+                else:
+                    producer.flush(self.timeout_s)
+            finally:
+                with warnings.catch_warnings():
+                    # a fenced or failed producer warns that it cannot abort on close
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    producer.close()
+        self._admin = None
+
+    def _name(self) -> str:
+        if self.mirror_name is None:
+            raise EndpointError("the kafka endpoint is not open")
+        return self.mirror_name
+
+    def _require_producer(self) -> Producer:
+        if self._producer is None:
+            raise EndpointError("the kafka endpoint is not open")
+        return self._producer
+
+    def _reset_if_needed(self) -> None:
+        """Replace a producer whose transaction state is unknown; ``init_transactions``
+        on the new one completes or aborts whatever the old one left open."""
+        if not self._needs_reset:
+            return
+        old, self._producer = self._producer, None
+        if old is not None:
+            old.purge(in_queue=True, in_flight=True, blocking=False)
+            old.close()
+        self._producer = self._new_producer()
+        self._needs_reset = False
+
+    # topics ----------------------------------------------------------------------------
+
+    def _ensure(self, specs: Iterable[TopicSpec], force: bool = False) -> None:
+        admin = self._admin
+        if admin is None:
+            raise EndpointError("the kafka endpoint is not open")
+        specs = [s for s in specs if s.name not in self._limits]
+        if not specs:
+            return
+        if self.topics.create or force:
+            ensure_topics(admin, specs, self.timeout_s)
+        for spec in specs:
+            limit = topic_max_message_bytes(admin, spec.name, self.timeout_s)
+            self._limits[spec.name] = min(limit or self._max_record_bytes, self._max_record_bytes)
+
+    def _topic_spec(self, topic: str) -> TopicSpec:
+        return TopicSpec(topic, self.topics.partitions, self.topics.replication_factor,
+                         dict(self.topics.config or {}))
+
+    def _limit(self, topic: str) -> int:
+        limit = self._limits.get(topic)
+        if limit is None:
+            self._ensure([self._topic_spec(topic)])
+            limit = self._limits[topic]
+        return limit
+
+    # delivery --------------------------------------------------------------------------
+
+    def write_batch(self, bulks: Sequence[Bulk], types: Mapping[str, TypeDescriptor]) -> None:
+        if not bulks:
+            return
+        self._reset_if_needed()
+        producer = self._require_producer()
+        prepared = self._prepare(bulks, types)
+        if prepared.dead:
+            self._ensure([self._topic_spec(self.dead_letter_topic)])
+        self._delivery_errors = []
+        if self.exactly_once:
+            self._transaction(producer, prepared, bulks[-1].next_seq)
+        else:
+            self._at_least_once(producer, prepared)
+        self.records_sent += len(prepared.messages)
+        self.dead_lettered.update(reason for reason, _ in prepared.dead)
+
+    def _prepare(self, bulks: Sequence[Bulk], types: Mapping[str, TypeDescriptor]) -> Prepared:
+        letters = DeadLetters(self.encoder, self.policy, self._name())
+        for bulk in bulks:
+            for op in bulk.operations:
+                descriptor = types.get(op.type_name)
+                if descriptor is None:
+                    letters.reject(Reason.UNKNOWN_TYPE, op, None, "the type is not described "
+                                   "in the log", None)
+                    continue
+                topic = self.resolver.resolve(op, descriptor)
+                if topic is None:
+                    letters.reject(Reason.NO_TOPIC, op, descriptor, "no topic from the type, "
+                                   "the document property or default_topic", None)
+                    continue
+                letters.encode(op, descriptor, topic, self._limit)
+        return letters.result(self.dead_letter_topic)
+
+    def _produce(self, producer: Producer, message: KafkaMessage, partition: int = -1) -> None:
+        # in a transaction a failed record fails the commit, so no per-record callback
+        callback = None if self.exactly_once else self._on_delivery
+        while True:
+            try:
+                producer.produce(message.topic, message.value, message.key, partition=partition,
+                                 on_delivery=callback, timestamp=message.timestamp_ms,
+                                 headers=list(message.headers))
+                return
+            except BufferError:
+                producer.poll(0.05)
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._delivery_errors.append(err)
+
+    def _produce_all(self, producer: Producer, prepared: Prepared) -> None:
+        for message in prepared.messages:
+            self._produce(producer, message)
+        for _, letter in prepared.dead:
+            self._produce(producer, letter)
+
+    def _transaction(self, producer: Producer, prepared: Prepared, next_seq: int) -> None:
+        name = self._name()
+        position = KafkaMessage(self.offsets_topic, name.encode(),
+                                encode_position(name, next_seq), (), int(time.time() * 1000))
+        try:
+            producer.begin_transaction()
+            self._produce_all(producer, prepared)
+            self._produce(producer, position, self._offsets_partition)
+            self._commit(producer)
+        except KafkaException as exc:
+            self._fail_transaction(producer, exc)
+        except BaseException:
+            self._abort_quietly(producer)
+            raise
+
+    def _abort_quietly(self, producer: Producer) -> None:
+        """Abort after a non-Kafka failure; replace the producer if even that fails."""
+        try:
+            producer.abort_transaction(self.timeout_s)
+        except KafkaException:
+            self._needs_reset = True
+
+    def _commit(self, producer: Producer) -> None:
+        for attempt in range(_COMMIT_RETRIES):
+            try:
+                producer.commit_transaction(self.timeout_s)
+                return
+            except KafkaException as exc:
+                err = error_of(exc)
+                if err is None or not err.retriable() or attempt == _COMMIT_RETRIES - 1:
+                    raise
+                log.warning("commit of mirror %s transaction retried: %s", self.mirror_name,
+                            err.name())
+
+    def _fail_transaction(self, producer: Producer, exc: KafkaException) -> NoReturn:
+        """Abort what can be aborted; a fatal error (e.g. ``_FENCED``) is final."""
+        if is_fatal(exc):
+            self._needs_reset = True
+            raise kafka_error(f"mirror {self.mirror_name} kafka producer failed", exc) from exc
+        try:
+            producer.abort_transaction(self.timeout_s)
+        except KafkaException as abort_exc:
+            self._needs_reset = True
+            if is_fatal(abort_exc):
+                raise kafka_error(f"mirror {self.mirror_name}: abort failed", abort_exc) \
+                    from exc
+        err = error_of(exc)
+        code = err.name() if err is not None else type(exc).__name__
+        raise _retriable_error(f"kafka transaction aborted ({code}); the batch will be retried",
+                               self._delivery_errors) from exc
+
+    def _at_least_once(self, producer: Producer, prepared: Prepared) -> None:
+        try:
+            self._produce_all(producer, prepared)
+            remaining = producer.flush(self.timeout_s)
+        except KafkaException as exc:
+            if is_fatal(exc):
+                self._needs_reset = True
+                raise kafka_error(f"mirror {self.mirror_name} kafka producer failed", exc) \
+                    from exc
+            raise _retriable_error(f"produce failed: {exc}", self._delivery_errors) from exc
+        if remaining or self._delivery_errors:
+            raise _retriable_error(f"{remaining} records undelivered after "
+                                   f"{self.timeout_s}s", self._delivery_errors)
+
+    def stats(self) -> dict[str, Any]:
+        """Records sent and dead-lettered (by reason)."""
+        return {"records_sent": self.records_sent, "dead_lettered": dict(self.dead_lettered)}
+
+
+def _retriable_error(message: str, delivery_errors: Sequence[KafkaError]) -> GridstreamError:
+    if delivery_errors:
+        codes = Counter(e.name() for e in delivery_errors)
+        message += f"; delivery errors: {dict(codes)}"
+    return EndpointError(message)
+
+
+
+def committed_position(bootstrap_servers: str, mirror_name: str, *,
+                       offsets_topic: str = DEFAULT_OFFSETS_TOPIC,
+                       properties: Mapping[str, Any] | None = None,
+                       timeout_s: float = 30.0) -> int | None:
+    """The last committed position of a mirror, read without fencing it (for monitoring
+    and tests)."""
+    config = KafkaProperties(properties).layered({}, {"bootstrap.servers": bootstrap_servers})
+    shared = {k: v for k, v in config.client_config().items() if k.startswith(_SHARED_PREFIXES)}
+    return read_position(shared, offsets_topic, mirror_name, timeout_s)

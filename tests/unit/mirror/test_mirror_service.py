@@ -1,0 +1,224 @@
+"""Mirror batching, resume, acknowledge-after-success and retries, with fakes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from gridstream.errors import EndpointError, KafkaClientError, MirrorError, OperationLogError
+from gridstream.mirror import InMemoryLog, Mirror, RetryPolicy, UndeliverableError
+from gridstream.mirror.endpoint import SyncEndpoint
+from gridstream.mirror.policy import Reason
+from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
+
+T = TypeDescriptor(name="T", id_property="id", topic="t")
+FAST = RetryPolicy(max_attempts=4, initial_backoff_ms=1, max_backoff_ms=2)
+
+
+class FakeEndpoint(SyncEndpoint):
+    """Records batches; can fail on demand; optionally stores its position."""
+
+    def __init__(self, *, keeps_position: bool = False) -> None:
+        self.batches: list[list[Bulk]] = []
+        self.failures: list[Exception] = []
+        self.keeps_position = keeps_position
+        self.stored: int | None = None
+        self.log: InMemoryLog | None = None
+        self.acked_during_write: list[int] = []
+        self.opened = self.closed = 0
+        self.commit_then_fail = False
+
+    def open(self, mirror_name: str) -> None:
+        self.opened += 1
+
+    def position(self) -> int | None:
+        return self.stored if self.keeps_position else None
+
+    def write_batch(self, bulks: Sequence[Bulk], types: Mapping[str, TypeDescriptor]) -> None:
+        assert "T" in types
+        if self.log is not None:
+            self.acked_during_write.append(self.log.acks.get("m", -1))
+        if self.commit_then_fail:
+            self.commit_then_fail = False
+            self._store(bulks)
+            raise EndpointError("commit outcome unknown")
+        if self.failures:
+            raise self.failures.pop(0)
+        self._store(bulks)
+
+    def _store(self, bulks: Sequence[Bulk]) -> None:
+        self.batches.append(list(bulks))
+        self.stored = bulks[-1].next_seq
+
+    def close(self) -> None:
+        self.closed += 1
+
+    def delivered(self) -> list[int]:
+        return [op.version for batch in self.batches for b in batch for op in b.operations]
+
+
+def _log(bulk_sizes: Sequence[int]) -> InMemoryLog:
+    log = InMemoryLog([T])
+    for n, size in enumerate(bulk_sizes):
+        log.append([Operation(OpType.WRITE, "T", f"{n}-{i}", 0, {"i": i}, 0, 0)
+                    for i in range(size)])
+    return log
+
+
+def _drain(mirror: Mirror) -> None:
+    while mirror.run_once():
+        pass
+
+
+def test_batches_respect_the_limit_and_never_split_a_bulk() -> None:
+    log = _log([3, 3, 3, 10, 1, 1])
+    endpoint = FakeEndpoint()
+    mirror = Mirror(log, endpoint, name="m", max_batch_operations=5, max_batch_ms=0)
+    _drain(mirror)
+    sizes = [[len(b.operations) for b in batch] for batch in endpoint.batches]
+    assert sizes == [[3], [3], [3], [10], [1, 1]]
+    assert endpoint.delivered() == list(range(21))
+    assert log.acks["m"] == 21 and mirror.position == 21
+
+
+def test_acknowledges_only_after_the_endpoint_returned() -> None:
+    log = _log([2, 2, 2])
+    endpoint = FakeEndpoint()
+    endpoint.log = log
+    mirror = Mirror(log, endpoint, name="m", max_batch_operations=2, max_batch_ms=0)
+    _drain(mirror)
+    assert endpoint.acked_during_write == [0, 2, 4]
+
+
+def test_retries_with_backoff_then_succeeds() -> None:
+    log = _log([1, 1])
+    endpoint = FakeEndpoint()
+    endpoint.failures = [EndpointError("boom"), KafkaClientError("x", code="_TRANSPORT",
+                                                                  retriable=True)]
+    mirror = Mirror(log, endpoint, name="m", retry=FAST, max_batch_ms=0)
+    _drain(mirror)
+    assert endpoint.delivered() == [0, 1]
+    metrics = mirror.metrics()
+    assert metrics.retries_total == 2 and metrics.lag_operations == 0
+    assert metrics.last_error == "KafkaClientError: x"
+
+
+def test_bounded_retries_then_fails_loudly_without_advancing() -> None:
+    log = _log([1])
+    endpoint = FakeEndpoint()
+    endpoint.failures = [EndpointError(f"boom {i}") for i in range(10)]
+    mirror = Mirror(log, endpoint, name="m", retry=FAST)
+    with pytest.raises(MirrorError, match="failed 4 times"):
+        mirror.run_once()
+    assert log.acks["m"] == 0 and mirror.position == 0
+
+
+@pytest.mark.parametrize("error", [
+    KafkaClientError("fenced", code="_FENCED", retriable=False),
+    UndeliverableError(Reason.NO_TOPIC, Operation(OpType.WRITE, "T", 1, 0, {}, 0, 0), "x"),
+])
+def test_non_retriable_errors_stop_at_once(error: Exception) -> None:
+    log = _log([1])
+    endpoint = FakeEndpoint()
+    endpoint.failures = [error]
+    mirror = Mirror(log, endpoint, name="m", retry=FAST)
+    with pytest.raises(type(error)):
+        mirror.run_once()
+    assert endpoint.batches == [] and log.acks["m"] == 0
+
+
+def test_resumes_from_the_endpoint_position_and_acknowledges_the_log() -> None:
+    log = _log([1, 1, 1, 1])
+    endpoint = FakeEndpoint(keeps_position=True)
+    endpoint.stored = 2
+    mirror = Mirror(log, endpoint, name="m")
+    assert mirror.open() == 2
+    assert log.acks["m"] == 2
+    _drain(mirror)
+    assert endpoint.delivered() == [2, 3]
+
+
+def test_resumes_from_the_log_when_the_endpoint_keeps_no_position() -> None:
+    log = _log([1, 1, 1])
+    log.acknowledge("m", 1)
+    endpoint = FakeEndpoint()
+    mirror = Mirror(log, endpoint, name="m")
+    _drain(mirror)
+    assert endpoint.delivered() == [1, 2]
+
+
+def test_a_batch_stored_before_a_failure_is_not_sent_twice() -> None:
+    log = _log([1, 1])
+    endpoint = FakeEndpoint(keeps_position=True)
+    endpoint.commit_then_fail = True
+    mirror = Mirror(log, endpoint, name="m", retry=FAST, max_batch_ms=0)
+    _drain(mirror)
+    assert endpoint.delivered() == [0, 1]
+    assert log.acks["m"] == 2
+
+
+def test_endpoint_ahead_of_the_batch_is_an_error() -> None:
+    log = _log([1, 1])
+    endpoint = FakeEndpoint(keeps_position=True)
+
+    def jump(bulks: Sequence[Bulk], types: Mapping[str, TypeDescriptor]) -> None:
+        endpoint.stored = 99
+        raise EndpointError("lost")
+
+    endpoint.write_batch = jump  # type: ignore[method-assign]
+    mirror = Mirror(log, endpoint, name="m", retry=FAST)
+    with pytest.raises(MirrorError, match="another mirror"):
+        mirror.run_once()
+
+
+def test_start_stop_lifecycle_and_metrics() -> None:
+    log = _log([])
+    endpoint = FakeEndpoint()
+    mirror = Mirror(log, endpoint, name="m", poll_interval_ms=1, max_batch_ms=1)
+    mirror.start()
+    for i in range(50):
+        log.write("T", i, {"i": i})
+    assert mirror.wait_for(50, timeout_s=5)
+    mirror.stop()
+    assert endpoint.closed == 1
+    metrics = mirror.metrics()
+    assert metrics.state == "stopped" and metrics.operations_total == 50
+    assert metrics.lag_operations == 0 and metrics.batches_total >= 1
+
+
+def test_background_failure_is_raised_by_stop() -> None:
+    log = _log([1])
+    endpoint = FakeEndpoint()
+    endpoint.failures = [KafkaClientError("fenced", code="_FENCED")]
+    mirror = Mirror(log, endpoint, name="m")
+    mirror.start()
+    assert not mirror.wait_for(1, timeout_s=2)
+    with pytest.raises(MirrorError, match="fenced") as raised:
+        mirror.stop()
+    cause = raised.value.__cause__
+    assert isinstance(cause, KafkaClientError) and cause.code == "_FENCED"
+    assert mirror.metrics().state == "failed"
+
+
+def test_log_retention_gap_fails_loudly() -> None:
+    log = _log([1, 1, 1])
+    log.acknowledge("m", 3)
+    log.trim()
+    endpoint = FakeEndpoint(keeps_position=True)
+    endpoint.stored = 1  # behind what the log retains
+    mirror = Mirror(log, endpoint, name="m")
+    with pytest.raises(OperationLogError):
+        mirror.run_once()
+
+
+def test_accepts_an_object_with_a_log_reader() -> None:
+    log = _log([1])
+
+    class SpaceLike:
+        def log_reader(self) -> InMemoryLog:
+            return log
+
+    endpoint = FakeEndpoint()
+    _drain(Mirror(SpaceLike(), endpoint, name="m"))
+    assert endpoint.delivered() == [0]
