@@ -48,18 +48,6 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(keep_stack=args.keep_stack, operations=args.operations)
 
 
-def _mirror(args: argparse.Namespace) -> int:
-    from gridstream.mirror.__main__ import main as mirror_main
-
-    return mirror_main(args.rest)
-
-
-def _consume(args: argparse.Namespace) -> int:
-    from gridstream.consumer import main as consume_main
-
-    return consume_main(args.rest)
-
-
 def _run(args: argparse.Namespace) -> int:
     from gridstream.pipeline_config import run_config
 
@@ -83,15 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--keep-stack", action="store_true", help="leave services running")
     demo.set_defaults(func=_demo)
 
-    mirror = sub.add_parser("mirror", help="mirror a space's operation log to Kafka",
-                            add_help=False)
-    mirror.add_argument("rest", nargs=argparse.REMAINDER)
-    mirror.set_defaults(func=_mirror)
-
-    consume = sub.add_parser("consume", help="print decoded operations of a topic",
-                             add_help=False)
-    consume.add_argument("rest", nargs=argparse.REMAINDER)
-    consume.set_defaults(func=_consume)
+    # parsed by their own modules (see _pass_through); listed here for --help
+    sub.add_parser("mirror", help="mirror a space's operation log to Kafka (--help for options)")
+    sub.add_parser("consume", help="print decoded operations of topics (--help for options)")
 
     run = sub.add_parser("run", help="run what a PIPELINE.toml defines until stopped")
     run.add_argument("config")
@@ -99,7 +81,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _pass_through(command: str, rest: list[str]) -> int:
+    """``mirror`` and ``consume`` own their options; hand them everything after the name."""
+    if command == "mirror":
+        from gridstream.mirror.__main__ import main as mirror_main
+
+        return mirror_main(rest)
+    from gridstream.consumer import main as consume_main
+
+    return consume_main(rest)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("mirror", "consume"):
+        try:
+            return _pass_through(argv[0], argv[1:])
+        except GridstreamError as exc:
+            print(f"gridstream: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 130
     args = _parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
