@@ -43,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replication-factor", type=int, default=-1)
     p.add_argument("--no-create-topics", action="store_true")
     p.add_argument("--max-batch-operations", type=int, default=10_000)
-    p.add_argument("--max-batch-ms", type=int, default=10)
-    p.add_argument("--poll-interval-ms", type=int, default=20)
+    p.add_argument("--max-batch-ms", type=int, default=2)
+    p.add_argument("--poll-interval-ms", type=int, default=5)
     p.add_argument("--max-attempts", type=int, default=10, help="retries of a failed batch")
     p.add_argument("-X", "--producer-property", action="append", default=[],
                    metavar="KEY=VALUE", help="librdkafka producer property (repeatable)")

@@ -85,8 +85,9 @@ class Mirror:
     """
 
     def __init__(self, source: LogReader | HasLogReader, endpoint: SyncEndpoint, *,
-                 name: str, max_batch_operations: int = 10_000, max_batch_ms: int = 10,
-                 poll_interval_ms: int = 20, retry: RetryPolicy | None = None) -> None:
+                 name: str, max_batch_operations: int = 10_000, max_batch_ms: int = 2,
+                 poll_interval_ms: int = 5, ack_interval_ms: int = 100,
+                 retry: RetryPolicy | None = None) -> None:
         if max_batch_operations < 1:
             raise MirrorError("max_batch_operations must be at least 1")
         self._owns_reader = not isinstance(source, LogReader)
@@ -96,6 +97,9 @@ class Mirror:
         self.max_batch_operations = max_batch_operations
         self.max_batch_s = max_batch_ms / 1000.0
         self.poll_s = poll_interval_ms / 1000.0
+        self.ack_interval_s = ack_interval_ms / 1000.0
+        self._acked = 0
+        self._acked_at = 0.0
         self.retry = retry or RetryPolicy()
         self._seq = 0
         self._pending: list[Bulk] = []
@@ -125,6 +129,7 @@ class Mirror:
             self.endpoint.close()
             raise
         self._seq = acked if stored is None else stored
+        self._acked = self._seq
         self._opened = True
         self._state = "running"
         log.info("mirror %s resumes at seq %d (log acknowledged %d, endpoint %s)",
@@ -205,12 +210,23 @@ class Mirror:
             time.sleep(0.005)
         return self._seq >= seq
 
+    def _acknowledge(self, *, force: bool) -> None:
+        """Tell the log what is delivered: at most every ``ack_interval_ms`` (the ack only
+        frees log segments and shortens redelivery after a crash), and always on close."""
+        now = time.monotonic()
+        if self._seq > self._acked and (force or now - self._acked_at >= self.ack_interval_s):
+            self.reader.acknowledge(self.name, self._seq)
+            self._acked, self._acked_at = self._seq, now
+
     def _close_endpoint(self) -> None:
         """Close the endpoint, and the log reader if the mirror opened it itself."""
         if self._opened:
             self._opened = False
             try:
-                self.endpoint.close()
+                try:
+                    self._acknowledge(force=True)
+                finally:
+                    self.endpoint.close()
             finally:
                 if self._owns_reader:
                     self.reader.close()
@@ -288,9 +304,8 @@ class Mirror:
         return kept
 
     def _advance(self, delivered: Sequence[Bulk]) -> None:
-        next_seq = delivered[-1].next_seq
-        self.reader.acknowledge(self.name, next_seq)
-        self._seq = next_seq
+        self._seq = delivered[-1].next_seq
+        self._acknowledge(force=False)
         ops = sum(len(b.operations) for b in delivered)
         counts = self._counts
         counts["ops"] += ops

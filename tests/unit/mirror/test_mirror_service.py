@@ -74,7 +74,8 @@ def _drain(mirror: Mirror) -> None:
 def test_batches_respect_the_limit_and_never_split_a_bulk() -> None:
     log = _log([3, 3, 3, 10, 1, 1])
     endpoint = FakeEndpoint()
-    mirror = Mirror(log, endpoint, name="m", max_batch_operations=5, max_batch_ms=0)
+    mirror = Mirror(log, endpoint, name="m", ack_interval_ms=0, max_batch_operations=5,
+                    max_batch_ms=0)
     _drain(mirror)
     sizes = [[len(b.operations) for b in batch] for batch in endpoint.batches]
     assert sizes == [[3], [3], [3], [10], [1, 1]]
@@ -86,7 +87,8 @@ def test_acknowledges_only_after_the_endpoint_returned() -> None:
     log = _log([2, 2, 2])
     endpoint = FakeEndpoint()
     endpoint.log = log
-    mirror = Mirror(log, endpoint, name="m", max_batch_operations=2, max_batch_ms=0)
+    mirror = Mirror(log, endpoint, name="m", ack_interval_ms=0, max_batch_operations=2,
+                    max_batch_ms=0)
     _drain(mirror)
     assert endpoint.acked_during_write == [0, 2, 4]
 
@@ -96,7 +98,7 @@ def test_retries_with_backoff_then_succeeds() -> None:
     endpoint = FakeEndpoint()
     endpoint.failures = [EndpointError("boom"), KafkaClientError("x", code="_TRANSPORT",
                                                                   retriable=True)]
-    mirror = Mirror(log, endpoint, name="m", retry=FAST, max_batch_ms=0)
+    mirror = Mirror(log, endpoint, name="m", ack_interval_ms=0, retry=FAST, max_batch_ms=0)
     _drain(mirror)
     assert endpoint.delivered() == [0, 1]
     metrics = mirror.metrics()
@@ -108,7 +110,7 @@ def test_bounded_retries_then_fails_loudly_without_advancing() -> None:
     log = _log([1])
     endpoint = FakeEndpoint()
     endpoint.failures = [EndpointError(f"boom {i}") for i in range(10)]
-    mirror = Mirror(log, endpoint, name="m", retry=FAST)
+    mirror = Mirror(log, endpoint, name="m", ack_interval_ms=0, retry=FAST)
     with pytest.raises(MirrorError, match="failed 4 times"):
         mirror.run_once()
     assert log.acks["m"] == 0 and mirror.position == 0
@@ -122,7 +124,7 @@ def test_non_retriable_errors_stop_at_once(error: Exception) -> None:
     log = _log([1])
     endpoint = FakeEndpoint()
     endpoint.failures = [error]
-    mirror = Mirror(log, endpoint, name="m", retry=FAST)
+    mirror = Mirror(log, endpoint, name="m", ack_interval_ms=0, retry=FAST)
     with pytest.raises(type(error)):
         mirror.run_once()
     assert endpoint.batches == [] and log.acks["m"] == 0
@@ -152,7 +154,7 @@ def test_a_batch_stored_before_a_failure_is_not_sent_twice() -> None:
     log = _log([1, 1])
     endpoint = FakeEndpoint(keeps_position=True)
     endpoint.commit_then_fail = True
-    mirror = Mirror(log, endpoint, name="m", retry=FAST, max_batch_ms=0)
+    mirror = Mirror(log, endpoint, name="m", ack_interval_ms=0, retry=FAST, max_batch_ms=0)
     _drain(mirror)
     assert endpoint.delivered() == [0, 1]
     assert log.acks["m"] == 2
@@ -167,7 +169,7 @@ def test_endpoint_ahead_of_the_batch_is_an_error() -> None:
         raise EndpointError("lost")
 
     endpoint.write_batch = jump  # type: ignore[method-assign]
-    mirror = Mirror(log, endpoint, name="m", retry=FAST)
+    mirror = Mirror(log, endpoint, name="m", ack_interval_ms=0, retry=FAST)
     with pytest.raises(MirrorError, match="another mirror"):
         mirror.run_once()
 
@@ -175,7 +177,7 @@ def test_endpoint_ahead_of_the_batch_is_an_error() -> None:
 def test_start_stop_lifecycle_and_metrics() -> None:
     log = _log([])
     endpoint = FakeEndpoint()
-    mirror = Mirror(log, endpoint, name="m", poll_interval_ms=1, max_batch_ms=1)
+    mirror = Mirror(log, endpoint, name="m", ack_interval_ms=0, poll_interval_ms=1, max_batch_ms=1)
     mirror.start()
     for i in range(50):
         log.write("T", i, {"i": i})
@@ -222,3 +224,17 @@ def test_accepts_an_object_with_a_log_reader() -> None:
     endpoint = FakeEndpoint()
     _drain(Mirror(SpaceLike(), endpoint, name="m"))
     assert endpoint.delivered() == [0]
+
+
+def test_log_acks_are_throttled_and_flushed_on_close() -> None:
+    log = _log([1, 1, 1, 1])
+    endpoint = FakeEndpoint()
+    mirror = Mirror(log, endpoint, name="m", max_batch_operations=1, max_batch_ms=0,
+                    ack_interval_ms=60_000)
+    mirror.open()
+    first_ack = log.acks["m"]
+    _drain(mirror)
+    assert mirror.position == 4
+    assert log.acks["m"] in (first_ack, 1)  # at most the first batch within the interval
+    mirror.stop()
+    assert log.acks["m"] == 4  # closing acknowledges everything delivered
