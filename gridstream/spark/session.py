@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,7 +16,7 @@ from gridstream.stack.artifacts import classpath
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CONF", "get_spark"]
+__all__ = ["DEFAULT_CONF", "DELTA_CONF", "get_spark"]
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "2g",
@@ -33,11 +34,20 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 
+DELTA_CONF: dict[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+"""Added when Delta Lake is on the classpath (the lake sink's MERGE needs both)."""
+
+
 def _environment() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     java = find_java()
     os.environ.setdefault("JAVA_HOME", str(java.resolve().parents[1]))
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    # Python workers (mapInArrow, data sources) must run this interpreter, with its packages
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
 
 
@@ -47,7 +57,8 @@ def get_spark(
     conf: Mapping[str, str] | None = None,
     extra_jar_sets: tuple[str, ...] = (),
 ) -> SparkSession:
-    """A SparkSession with the Kafka connector on the classpath (no network resolution).
+    """A SparkSession with the Kafka connector (and Delta Lake, when pinned) on the
+    classpath (no network resolution).
 
     ``master`` defaults to ``$GRIDSTREAM_SPARK_MASTER`` or ``local[2]``; ``conf`` entries
     win over the defaults.
@@ -62,8 +73,10 @@ def get_spark(
         master or os.environ.get("GRIDSTREAM_SPARK_MASTER", "local[2]")
     ).appName(app_name)
     log_conf = Path(__file__).with_name("log4j2.properties")
+    has_delta = any(Path(j).name.startswith("delta-spark_") for j in jars)
     settings = {
         **DEFAULT_CONF,
+        **(DELTA_CONF if has_delta else {}),
         "spark.jars": ",".join(jars),
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_conf}",
         **(conf or {}),

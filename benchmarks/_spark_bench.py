@@ -1,0 +1,76 @@
+"""Shared parts of the Spark store-pipeline benchmarks: workload, topic, timing."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
+from gridstream.protocol import OperationEncoder
+
+BOOTSTRAP = "127.0.0.1:9092"
+ITEM = TypeDescriptor(
+    name="bench.Item",
+    id_property="id",
+    fixed=(
+        PropertySpec("id", "str"), PropertySpec("name", "str"), PropertySpec("qty", "int"),
+        PropertySpec("price", "float"), PropertySpec("active", "bool"),
+        PropertySpec("address", "object", (PropertySpec("city", "str"),
+                                           PropertySpec("zip", "str"))),
+    ),
+)
+
+
+def item(i: int) -> dict[str, Any]:
+    """One entry (~150 bytes of JSON) with a nested object."""
+    return {"id": f"item-{i}", "name": f"name-{i % 977}", "qty": i % 1000,
+            "price": (i % 10_000) / 100, "active": i % 3 == 0,
+            "address": {"city": f"city-{i % 50}", "zip": f"{i % 99999:05d}"}}
+
+
+def operations(rows: int) -> list[Operation]:
+    """``rows`` WRITEs of distinct entities, versions 1..rows."""
+    return [Operation(OpType.WRITE, ITEM.name, f"item-{i}", i + 1, item(i), 0,
+                      1_700_000_000_000 + i) for i in range(rows)]
+
+
+def make_topic(partitions: int = 2) -> str:
+    topic = f"gs-bench-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions,
+                                  replication_factor=1)])[topic].result(30)
+    return topic
+
+
+def delete_topic(topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    for future in admin.delete_topics([topic]).values():
+        future.result(30)
+
+
+def produce(topic: str, ops: list[Operation]) -> None:
+    """Produce the envelopes as the mirror does (JSON, key = id, gs.* headers)."""
+    encoder = OperationEncoder()
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 20,
+                         "enable.idempotence": True, "compression.type": "lz4"})
+    for op in ops:
+        msg = encoder.encode(op, ITEM, topic)
+        while True:
+            try:
+                producer.produce(topic, msg.value, msg.key, headers=list(msg.headers))
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    producer.flush(60)
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started

@@ -1,0 +1,105 @@
+"""Kafka → Cassandra store pipeline throughput vs a plain concurrent prepared-statement load.
+
+Both load the same rows into the same Cassandra in the same run:
+- baseline: one Python process, cassandra-driver, one prepared INSERT ... USING TIMESTAMP,
+  ``execute_concurrent`` with 64 requests in flight, rows built in memory beforehand;
+- pipeline: ``StorePipeline`` (Kafka source, JVM envelope decode, mapInArrow, the shared
+  Cassandra mapping) with an ``available_now`` trigger, timed from start to finish.
+
+Prints JSON. Usage: python benchmarks/bench_spark_cassandra.py [--rows 50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._spark_bench import ITEM, delete_topic, item, make_topic, operations, produce, timed
+from gridstream.spark import PipelineConfig, StorePipeline, TypeRegistry, get_spark
+
+
+def _baseline(session: Any, keyspace: str, rows: int) -> float:
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    session.execute(f'CREATE TABLE "{keyspace}".plain (id text PRIMARY KEY, "_version" bigint, '
+                    'name text, qty bigint, price double, active boolean, '
+                    '"address.city" text, "address.zip" text)')
+    insert = session.prepare(
+        f'INSERT INTO "{keyspace}".plain (id, "_version", name, qty, price, active, '
+        '"address.city", "address.zip") VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?')
+    params = []
+    for i in range(rows):
+        d = item(i)
+        params.append((d["id"], i + 1, d["name"], d["qty"], d["price"], d["active"],
+                       d["address"]["city"], d["address"]["zip"], i + 1))
+    return timed(lambda: execute_concurrent_with_args(session, insert, params, concurrency=64))
+
+
+def _pipeline(spark: Any, topic: str, keyspace: str, rows: int) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        config = PipelineConfig.model_validate({
+            "name": "bench-cassandra", "topics": [topic], "checkpoint": f"{tmp}/ckpt",
+            "trigger": "available_now", "maxOffsetsPerTrigger": max(rows // 2, 1),
+            "sink": {"kind": "cassandra", "keyspace": keyspace, "concurrency": 64},
+        })
+        pipeline = StorePipeline(config, TypeRegistry.of([ITEM]))
+        pipeline.sink.open(spark)
+
+        def run() -> None:
+            query = pipeline.start(spark)
+            query.awaitTermination()
+
+        seconds = timed(run)
+        return seconds, sum(r.result.applied for r in pipeline.reports)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=50_000)
+    args = parser.parse_args()
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(["127.0.0.1"], protocol_version=5)
+    session = cluster.connect()
+    keyspace = f"gs_bench_{uuid.uuid4().hex[:8]}"
+    session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = "
+                    "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    topic = make_topic(2)
+    spark = get_spark(app_name="bench-spark-cassandra")
+    try:
+        produce(topic, operations(args.rows))
+        warm = make_topic(1)
+        produce(warm, operations(500))
+        _pipeline(spark, warm, keyspace, 500)  # JIT, Python workers, tables
+        delete_topic(warm)
+        baseline_s = _baseline(session, keyspace, args.rows)
+        pipeline_s, applied = _pipeline(spark, topic, keyspace, args.rows)
+    finally:
+        delete_topic(topic)
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+        cluster.shutdown()
+        spark.stop()
+    assert applied == args.rows, applied
+    result = {
+        "benchmark": "spark_kafka_to_cassandra",
+        "rows": args.rows,
+        "spark_master": "local[2]",
+        "baseline_prepared_concurrent_rows_per_s": round(args.rows / baseline_s),
+        "pipeline_rows_per_s": round(args.rows / pipeline_s),
+        "pipeline_vs_baseline": round(baseline_s / pipeline_s, 3),
+        "baseline_s": round(baseline_s, 2),
+        "pipeline_s": round(pipeline_s, 2),
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

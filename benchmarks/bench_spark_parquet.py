@@ -1,0 +1,94 @@
+"""Kafka → Parquet change log with envelope decode vs a pure-JVM ``from_json`` baseline.
+
+Both read the same topic with Spark and write Parquet partitioned by type and date:
+- baseline: a batch query, ``from_json(value, spark_schema_ddl())`` and a plain write
+  (no validation, no error policy, no batch-idempotent file naming);
+- pipeline: ``StorePipeline`` with the ``parquet`` sink and an ``available_now`` trigger
+  (JVM decode + validation, cached batch, error counting, staged batch-named files).
+
+Prints JSON. Usage: python benchmarks/bench_spark_parquet.py [--rows 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._spark_bench import BOOTSTRAP, delete_topic, make_topic, operations, produce, timed
+from gridstream.protocol import spark_schema_ddl
+from gridstream.spark import PipelineConfig, StorePipeline, get_spark
+
+
+def _baseline(spark: Any, topic: str, out: str) -> float:
+    import pyspark.sql.functions as F
+
+    def run() -> None:
+        records = (spark.read.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP)
+                   .option("subscribe", topic).option("startingOffsets", "earliest").load())
+        env = records.select(F.from_json(F.col("value").cast("string"), spark_schema_ddl())
+                             .alias("e")).select("e.*")
+        dated = env.withColumn("date", F.to_date(F.timestamp_millis("ts")))
+        dated.write.mode("overwrite").partitionBy("type", "date").parquet(out)
+
+    return timed(run)
+
+
+def _pipeline(spark: Any, topic: str, out: str, tmp: str) -> tuple[float, int]:
+    config = PipelineConfig.model_validate({
+        "name": "bench-parquet", "topics": [topic], "checkpoint": f"{tmp}/ckpt-{topic}",
+        "trigger": "available_now", "maxOffsetsPerTrigger": 10_000_000,
+        "sink": {"kind": "parquet", "path": out},
+    })
+    pipeline = StorePipeline(config)
+
+    def run() -> None:
+        pipeline.start(spark).awaitTermination()
+
+    seconds = timed(run)
+    return seconds, sum(r.records for r in pipeline.reports)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    topic = make_topic(2)
+    spark = get_spark(app_name="bench-spark-parquet")
+    baseline, pipeline = [], []
+    try:
+        produce(topic, operations(args.rows))
+        with tempfile.TemporaryDirectory() as tmp:
+            _baseline(spark, topic, f"{tmp}/warm-base")  # JIT warm-up, both paths
+            _pipeline(spark, topic, f"{tmp}/warm-pipe", tmp)
+            for n in range(args.repeat):
+                baseline.append(_baseline(spark, topic, f"{tmp}/base-{n}"))
+                seconds, records = _pipeline(spark, topic, f"{tmp}/pipe-{n}", f"{tmp}/{n}")
+                assert records == args.rows, records
+                pipeline.append(seconds)
+    finally:
+        delete_topic(topic)
+        spark.stop()
+    best_base, best_pipe = min(baseline), min(pipeline)
+    result = {
+        "benchmark": "spark_kafka_to_parquet",
+        "rows": args.rows,
+        "spark_master": "local[2]",
+        "baseline_from_json_rows_per_s": round(args.rows / best_base),
+        "pipeline_rows_per_s": round(args.rows / best_pipe),
+        "pipeline_vs_baseline": round(best_base / best_pipe, 3),
+        "baseline_s": [round(s, 2) for s in baseline],
+        "pipeline_s": [round(s, 2) for s in pipeline],
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

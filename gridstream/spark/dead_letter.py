@@ -1,0 +1,87 @@
+"""Malformed envelopes: fail the batch, or write them to a dead-letter topic.
+
+Never dropped silently. Under ``fail`` the batch raises ``MalformedEnvelopeError`` (the
+query stops and Spark does not commit the batch's offsets, so a fixed pipeline restarts
+at the same records). Under ``dead_letter`` each bad record goes to the dead-letter topic
+with its original key, value and headers, plus headers saying why and where it came
+from: ``gs.error.reason``, ``gs.error.topic``, ``gs.error.partition``,
+``gs.error.offset``, ``gs.error.pipeline``. Spark's Kafka writer is at-least-once: a
+re-run batch may write a dead letter twice; ``(gs.error.topic, gs.error.partition,
+gs.error.offset)`` identifies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from gridstream.spark.envelope import MalformedEnvelopeError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+__all__ = [
+    "H_OFFSET",
+    "H_PARTITION",
+    "H_PIPELINE",
+    "H_REASON",
+    "H_TOPIC",
+    "ErrorPolicy",
+    "raise_first",
+    "write_dead_letters",
+]
+
+H_REASON, H_TOPIC, H_PARTITION = "gs.error.reason", "gs.error.topic", "gs.error.partition"
+H_OFFSET, H_PIPELINE = "gs.error.offset", "gs.error.pipeline"
+
+
+class ErrorPolicy(StrEnum):
+    """What a pipeline does with a record that is not a valid envelope."""
+
+    FAIL = "fail"
+    DEAD_LETTER = "dead_letter"
+
+
+def raise_first(bad: DataFrame, count: int, pipeline: str) -> None:
+    """Raise ``MalformedEnvelopeError`` for the first bad record (lowest offset)."""
+    first = bad.orderBy("topic", "kafka_partition", "offset").select(
+        "topic", "kafka_partition", "offset", "error").first()
+    if first is None:
+        return
+    raise MalformedEnvelopeError(
+        f"pipeline {pipeline!r}: {count} malformed record(s); first at "
+        f"{first['topic']}[{first['kafka_partition']}]@{first['offset']}: {first['error']}",
+        topic=first["topic"], partition=int(first["kafka_partition"]),
+        offset=int(first["offset"]), count=count,
+    )
+
+
+def _header(name: str, value: Column) -> Column:
+    import pyspark.sql.functions as F
+
+    return F.struct(F.lit(name).alias("key"), F.encode(value.cast("string"), "UTF-8")
+                    .alias("value"))
+
+
+def write_dead_letters(bad: DataFrame, topic: str, pipeline: str,
+                       kafka_options: Mapping[str, str]) -> None:
+    """Write the bad records to ``topic`` (Spark's Kafka batch writer, acks=all)."""
+    import pyspark.sql.functions as F
+
+    empty = F.array().cast("array<struct<key:string,value:binary>>")
+    added = F.array(
+        _header(H_REASON, F.col("error")),
+        _header(H_TOPIC, F.col("topic")),
+        _header(H_PARTITION, F.col("kafka_partition")),
+        _header(H_OFFSET, F.col("offset")),
+        _header(H_PIPELINE, F.lit(pipeline)),
+    )
+    letters = bad.select(
+        F.col("key"), F.col("value"),
+        F.concat(F.coalesce(F.col("headers"), empty), added).alias("headers"),
+    )
+    writer = letters.write.format("kafka").option("topic", topic)
+    for key, value in {"kafka.acks": "all", **kafka_options}.items():
+        writer = writer.option(key, value)
+    writer.save()

@@ -1,0 +1,129 @@
+"""Decoding the mirror's operation envelopes in the JVM (``from_json``), and checking them.
+
+The envelope is parsed with a generic schema: the envelope fields typed, ``id`` as a
+VARIANT (so an integer id stays distinguishable from a numeric-looking string id) and
+``data`` as the raw JSON text of the entry. Each row gets an ``error`` column: null for
+a valid envelope, else the reason it is malformed. Nothing is decoded row by row in
+Python here; sinks that need Python values parse ``data`` in Arrow batches.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gridstream.errors import SparkError
+from gridstream.operations import OpType
+from gridstream.protocol import H_CODEC
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+__all__ = [
+    "ENVELOPE_DDL",
+    "OPERATION_COLUMNS",
+    "MalformedEnvelopeError",
+    "decode_envelopes",
+]
+
+ENVELOPE_DDL = (
+    "op STRING, type STRING, id VARIANT, version BIGINT, txn STRING, ts BIGINT, "
+    "`partition` INT, data STRING, removed ARRAY<STRING>"
+)
+"""The generic envelope schema (``data`` keeps the entry's raw JSON text)."""
+
+OPERATION_COLUMNS = (
+    "op", "type", "id", "id_int", "version", "txn", "ts", "partition", "data", "removed",
+)
+"""The decoded operation, as sinks receive it (``id`` as text, ``id_int`` true when the
+envelope's id was an integer)."""
+
+SOURCE_COLUMNS = ("topic", "kafka_partition", "offset", "key", "value", "headers")
+"""Where each record came from (kept for the dead-letter topic and the change log)."""
+
+
+class MalformedEnvelopeError(SparkError):
+    """A record is not a valid operation envelope (policy ``fail``): names where it is."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int,
+                 count: int) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.count = count
+
+
+def _codec_header() -> Column:
+    """The value of the record's ``gs.codec`` header (null if absent)."""
+    import pyspark.sql.functions as F
+
+    found = F.filter("headers", lambda h: h["key"] == F.lit(H_CODEC))
+    return F.when(F.size(found) > 0, F.element_at(found, -1)["value"].cast("string"))
+
+
+def _error(e: Column, id_kind: Column, has_headers: bool) -> Column:
+    """The first problem of an envelope, or null."""
+    import pyspark.sql.functions as F
+
+    ops = [op.value for op in OpType]
+    checks: list[tuple[Column, str]] = []
+    if has_headers:
+        codec = _codec_header()
+        checks.append((codec.isNotNull() & (codec != F.lit("json")),
+                       "record codec is not json (only json decodes in the JVM)"))
+    checks += [
+        (F.col("value").isNull(), "record has no value (a tombstone), not an operation"),
+        (e.isNull() | (e["op"].isNull() & e["type"].isNull() & e["version"].isNull()),
+         "value is not a JSON envelope"),
+        (e["op"].isNull(), "envelope field 'op' is missing"),
+        (~e["op"].isin(ops), "envelope field 'op' is not an operation type"),
+        (e["type"].isNull() | (F.length(e["type"]) == 0), "envelope field 'type' is missing"),
+        (e["id"].isNull() | F.is_variant_null(e["id"]), "envelope field 'id' is missing"),
+        (~id_kind.isin("STRING", "BIGINT", "INT", "SMALLINT", "TINYINT"),
+         "envelope field 'id' must be a string or a 64-bit integer"),
+        (e["version"].isNull(), "envelope field 'version' is missing or not an integer"),
+        (e["ts"].isNull(), "envelope field 'ts' is missing or not an integer"),
+        (e["partition"].isNull(), "envelope field 'partition' is missing or not an integer"),
+        (e["data"].isNotNull() & ~F.startswith(F.ltrim(e["data"]), F.lit("{")),
+         "envelope field 'data' must be an object or null"),
+    ]
+    result: Column = F.lit(None).cast("string")
+    for condition, reason in reversed(checks):
+        result = F.when(condition, F.lit(reason)).otherwise(result)
+    return result
+
+
+def decode_envelopes(records: DataFrame) -> DataFrame:
+    """Kafka source rows → source columns + decoded operation columns + ``error``.
+
+    ``records`` has the Kafka source's columns (``headers`` optional). Valid rows have a
+    null ``error``; a malformed row keeps its raw key, value and headers.
+    """
+    import pyspark.sql.functions as F
+
+    has_headers = "headers" in records.columns
+    env = F.from_json(F.col("value").cast("string"), ENVELOPE_DDL)
+    staged = records.withColumn("_e", env)
+    e = F.col("_e")
+    id_kind = F.schema_of_variant(e["id"])
+    headers = F.col("headers") if has_headers else F.lit(None).cast(
+        "array<struct<key:string,value:binary>>")
+    return staged.select(
+        F.col("topic"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset"),
+        F.col("key"),
+        F.col("value"),
+        headers.alias("headers"),
+        e["op"].alias("op"),
+        e["type"].alias("type"),
+        F.variant_get(e["id"], "$", "string").alias("id"),
+        (id_kind != F.lit("STRING")).alias("id_int"),
+        e["version"].alias("version"),
+        e["txn"].alias("txn"),
+        e["ts"].alias("ts"),
+        e["partition"].alias("partition"),
+        e["data"].alias("data"),
+        F.coalesce(e["removed"], F.array().cast("array<string>")).alias("removed"),
+        _error(e, id_kind, has_headers).alias("error"),
+    )

@@ -1,0 +1,176 @@
+"""Running store pipelines until stopped: progress on the terminal, clean Ctrl-C.
+
+SIGINT and SIGTERM stop every query (a batch in flight is abandoned before its offsets
+are committed, and runs again on the next start) and then the Spark session. A query
+that fails stops the run with its error, unless its pipeline allows restarts for store
+errors (``max_restarts``): the query is then started again from its checkpoint after
+``restart_delay_s``, re-applying the failed batch idempotently.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TextIO
+
+from gridstream.errors import StoreError
+from gridstream.spark.pipeline import StorePipeline
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = ["PipelineRunner", "RestartPolicy"]
+
+
+class RestartPolicy:
+    """How often a pipeline whose store failed is started again, and after how long."""
+
+    def __init__(self, max_restarts: int = 0, delay_s: float = 10.0) -> None:
+        self.max_restarts = max_restarts
+        self.delay_s = delay_s
+
+
+class PipelineRunner:
+    """Starts pipelines on one Spark session and supervises them."""
+
+    def __init__(self, pipelines: Sequence[StorePipeline],
+                 spark_factory: Callable[[], SparkSession], *, out: TextIO | None = None,
+                 poll_s: float = 1.0, restarts: dict[str, RestartPolicy] | None = None) -> None:
+        self.pipelines = list(pipelines)
+        self.spark_factory = spark_factory
+        self.out = out or sys.stdout
+        self.poll_s = poll_s
+        self.restarts = restarts or {}
+        self._stop = threading.Event()
+        self._restarted: dict[str, int] = {}
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def stop(self) -> None:
+        """Ask ``run`` to stop (thread-safe; what the signal handlers call)."""
+        self._stop.set()
+
+    def run(self) -> int:
+        """Run until stopped (0), until every query has finished (0, with an
+        ``available_now`` trigger) or until a query fails (1)."""
+        spark = self.spark_factory()
+        previous = self._install_signals()  # after SparkContext, which installs its own
+        queries: dict[str, StreamingQuery] = {}
+        try:
+            for pipeline in self.pipelines:
+                self.say(f"starting {pipeline.describe()}")
+                queries[pipeline.name] = pipeline.start(spark)
+            return self._supervise(spark, queries)
+        finally:
+            self._shutdown(spark, queries)
+            self._restore_signals(previous)
+
+    def _supervise(self, spark: SparkSession, queries: dict[str, StreamingQuery]) -> int:
+        by_name = {p.name: p for p in self.pipelines}
+        while not self._stop.is_set():
+            self._report(queries)
+            for name, query in list(queries.items()):
+                if query.isActive or query.exception() is None:
+                    continue
+                if not self._restart(spark, by_name[name], queries):
+                    self._report(queries)
+                    self.say(f"{name}: FAILED: {self._reason(by_name[name], query)}")
+                    return 1
+            if all(not q.isActive for q in queries.values()):
+                self._report(queries)
+                self.say("all pipelines finished")
+                return 0
+            self._stop.wait(self.poll_s)
+        self._report(queries)
+        self.say("stopping (Ctrl-C): in-flight batches are not committed and will re-run")
+        return 0
+
+    def _restart(self, spark: SparkSession, pipeline: StorePipeline,
+                 queries: dict[str, StreamingQuery]) -> bool:
+        policy = self.restarts.get(pipeline.name)
+        done = self._restarted.get(pipeline.name, 0)
+        if policy is None or done >= policy.max_restarts:
+            return False
+        if not isinstance(pipeline.failure, StoreError):
+            return False
+        self._restarted[pipeline.name] = done + 1
+        self.say(f"{pipeline.name}: store failed ({pipeline.failure}); restart "
+                 f"{done + 1}/{policy.max_restarts} from the checkpoint in {policy.delay_s:g}s")
+        if self._stop.wait(policy.delay_s):
+            return True
+        queries[pipeline.name] = pipeline.start(spark)
+        return True
+
+    @staticmethod
+    def _reason(pipeline: StorePipeline, query: StreamingQuery) -> str:
+        if pipeline.failure is not None:
+            return f"{type(pipeline.failure).__name__}: {pipeline.failure}"
+        error = query.exception()
+        lines = str(error).strip().splitlines() if error is not None else []
+        return lines[0] if lines else "unknown error"
+
+    def _report(self, queries: dict[str, StreamingQuery]) -> None:
+        for pipeline in self.pipelines:
+            query = queries.get(pipeline.name)
+            lag = _lag(query.lastProgress) if query is not None else None
+            while pipeline.reports:
+                self.say(pipeline.reports.popleft().line(lag))
+
+    def _shutdown(self, spark: SparkSession, queries: dict[str, StreamingQuery]) -> None:
+        for query in queries.values():
+            if query.isActive:
+                query.stop()
+        for pipeline in self.pipelines:
+            pipeline.sink.close()
+        spark.stop()
+
+    def _install_signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            self._stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+        return previous
+
+    @staticmethod
+    def _restore_signals(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _lag(progress: dict[str, Any] | None) -> int | None:
+    """Records between the last batch's end offsets and the latest offsets (all sources,
+    all partitions), from the query's progress."""
+    if not progress:
+        return None
+    total, seen = 0, False
+    for source in progress.get("sources", []):
+        end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
+        for key, value in latest.items():
+            if key in end:
+                total += max(0, value - end[key])
+                seen = True
+    return total if seen else None
+
+
+def _offsets(raw: Any) -> dict[tuple[str, str], int]:
+    """``{"topic": {"0": 12}}`` (a dict or its JSON text) → ``{(topic, "0"): 12}``."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {(t, p): int(o) for t, parts in raw.items() if isinstance(parts, dict)
+            for p, o in parts.items()}

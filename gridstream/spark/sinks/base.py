@@ -1,0 +1,52 @@
+"""The contract of a store sink inside a Spark store pipeline.
+
+A sink receives each micro-batch's valid operations as a DataFrame (the columns of
+``OPERATION_COLUMNS`` plus the source columns) with the batch id. Spark may run a batch
+again after a failure, so ``write`` must be idempotent: every sink here guards by the
+operation's version (or, for the change log, replaces the batch's own files).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["BatchSink", "SinkResult"]
+
+
+@dataclass(frozen=True)
+class SinkResult:
+    """What a sink did with one batch: ``applied`` operations changed the store,
+    ``stale`` ones were older than what it holds (a replay), ``skipped`` ones carried
+    nothing to write (counted, never silent). ``details`` holds sink-specific counts."""
+
+    operations: int = 0
+    applied: int = 0
+    stale: int = 0
+    skipped: int = 0
+    details: Mapping[str, int] = field(default_factory=dict)
+
+
+class BatchSink(ABC):
+    """Writes micro-batches of operations into one store."""
+
+    kind: ClassVar[str]
+
+    def open(self, spark: SparkSession) -> None:  # noqa: B027 - optional hook
+        """Prepare the store (connect, create what is missing) before the first batch."""
+
+    @abstractmethod
+    def write(self, operations: DataFrame, batch_id: int) -> SinkResult:
+        """Apply one batch; raise to fail it (Spark then does not commit its offsets)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+    def describe(self) -> str:
+        """One line for progress output (never a secret)."""
+        return self.kind
