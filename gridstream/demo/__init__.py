@@ -23,6 +23,7 @@ from gridstream.demo.reconcile import (
     from_cassandra,
     from_grid,
     from_kafka,
+    from_lake,
     from_sql,
     state_hash,
 )
@@ -71,6 +72,30 @@ def _sql(
             return run_sql_consumer(consumer, store, idle_timeout_s=3.0)
     finally:
         store.close()
+
+
+def _spark_pipelines(bootstrap: str, topics: list[str], space_types: dict[str, Any],
+                     keyspace: str, lake: Path, checkpoints: Path) -> None:
+    """Kafka -> Cassandra and Kafka -> Delta current state, on Spark, caught up once."""
+    from gridstream.pipeline_config import build_pipelines, load_config
+    from gridstream.spark import get_spark
+    from gridstream.spark.runner import PipelineRunner
+    from gridstream.spark.types import descriptor_to_table
+
+    def pipeline(name: str, sink: dict[str, str]) -> dict[str, Any]:
+        return {"name": name, "topics": topics, "checkpoint": str(checkpoints / name),
+                "trigger": "available_now", "sink": sink}
+
+    config = load_config({
+        "kafka": {"bootstrap_servers": bootstrap},
+        "types": {name: descriptor_to_table(d) for name, d in space_types.items()},
+        "pipeline": [pipeline("to-cassandra", {"kind": "cassandra", "keyspace": keyspace}),
+                     pipeline("to-lake", {"kind": "delta", "path": str(lake)})],
+    })
+    runner = PipelineRunner(build_pipelines(config),
+                            lambda: get_spark(app_name="gridstream-demo"), poll_s=2.0)
+    if runner.run() != 0:
+        raise SystemExit("a Spark pipeline failed (see above)")
 
 
 def _cassandra_cluster(cleanup: ExitStack) -> Any:
@@ -129,15 +154,23 @@ def run_demo(*, keep_stack: bool = False, operations: int = 2000) -> int:
         with _step("SQL consumer: Kafka -> SQLite (idempotent by version)"):
             applied = _sql(bootstrap, types, space_types, work / "demo.db", run_id)
             console.print(f"  applied {applied} operations")
+        topics = [types.customer_topic, types.order_topic]
+        spark_keyspace, lake = f"gridstream_demo_{run_id}_spark", work / "lake"
+        with _step(f"Spark pipelines: Kafka -> Cassandra ({spark_keyspace}) and -> Delta lake"):
+            _spark_pipelines(bootstrap, topics, space_types, spark_keyspace, lake,
+                             work / "checkpoints")
         holdings = [from_grid(space, type_names)]
         with _step("reading everything back"):
-            holdings.append(from_kafka(bootstrap, [types.customer_topic, types.order_topic],
-                                       space_types, space.next_seq - 1, f"demo-check-{run_id}"))
+            holdings.append(from_kafka(bootstrap, topics, space_types, space.next_seq - 1,
+                                       f"demo-check-{run_id}"))
             holdings.append(from_sql(str(work / "demo.db"), type_names))
             descriptors = [space_types[n] for n in type_names]
             cluster = _cassandra_cluster(cleanup)
-            holdings.append(from_cassandra(cluster.connect(), keyspace, descriptors,
-                                           "cassandra (mirror)"))
+            session = cluster.connect()
+            holdings.append(from_cassandra(session, keyspace, descriptors, "cassandra (mirror)"))
+            holdings.append(from_cassandra(session, spark_keyspace, descriptors,
+                                           "cassandra (spark)"))
+            holdings.append(from_lake(lake))
         console.print(_table(holdings))
         console.print(f"work directory: {work}")
         ok = all(h.state == holdings[0].state and not h.notes for h in holdings)

@@ -19,7 +19,15 @@ from gridstream.consumer_sql import table_name
 from gridstream.operations import TypeDescriptor
 from gridstream.space import Space
 
-__all__ = ["Holding", "from_cassandra", "from_grid", "from_kafka", "from_sql", "state_hash"]
+__all__ = [
+    "Holding",
+    "from_cassandra",
+    "from_grid",
+    "from_kafka",
+    "from_lake",
+    "from_sql",
+    "state_hash",
+]
 
 State = dict[tuple[str, str], int]
 
@@ -95,3 +103,12 @@ def from_cassandra(session: Any, keyspace: str, descriptors: Iterable[TypeDescri
         for stored in reader.read(descriptor):
             state[(descriptor.name, str(stored.id))] = int(stored.version or 0)
     return Holding(place, state)
+
+
+def from_lake(path: Any) -> Holding:
+    """The Delta current-state table (live rows only)."""
+    from gridstream.spark import get_spark
+    from gridstream.spark.sinks.delta import current_state
+
+    rows = current_state(get_spark(app_name="gridstream-demo"), str(path)).collect()
+    return Holding("lake (delta)", {(r["type"], str(r["id"])): int(r["version"]) for r in rows})
