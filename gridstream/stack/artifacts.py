@@ -1,8 +1,9 @@
 """Pinned JVM artifacts: resolved once from Maven Central with Maven, offline afterwards.
 
 Each artifact set is a ``jvm/<name>/pom.xml`` in the repository; its runtime classpath is
-copied into ``$GRIDSTREAM_HOME/jvm/<name>/``. A marker file holds the POM's hash, so a
-changed pin is re-resolved and an unchanged one never touches the network again.
+copied into ``$GRIDSTREAM_HOME/jvm/<name>-<pom hash>/``. A changed pin resolves into a new
+folder (a process still using the old classpath keeps it), and an unchanged one never
+touches the network again.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ def pom_dir() -> Path:
 
 
 def jar_dir(name: str) -> Path:
-    return gridstream_home() / "jvm" / name
+    """Where the artifact set ``name`` of the current pin lives (resolved or not)."""
+    digest = _pom_hash(pom_dir() / name / "pom.xml")
+    return gridstream_home() / "jvm" / f"{name}-{digest[:12]}"
 
 
 def _pom_hash(pom: Path) -> str:
@@ -58,7 +61,7 @@ def ensure_artifacts(name: str, *, quiet: bool = False) -> Path:
         raise StackError("Maven (mvn) not found: it is needed once to fetch the JVM artifacts")
     if not quiet:
         print(f"fetching JVM artifacts for {name} (once) ...", flush=True)
-    staging = target.with_name(name + ".partial")
+    staging = target.with_name(f"{target.name}.partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     cmd = [mvn, "-B", "-q", "-f", str(pom), _PLUGIN, f"-DoutputDirectory={staging}",
            "-DincludeScope=runtime"]
@@ -66,9 +69,13 @@ def ensure_artifacts(name: str, *, quiet: bool = False) -> Path:
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
         raise StackError(f"fetching JVM artifacts for {name} failed:\n{tail}")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    marker.write_text(wanted + "\n")
+    (staging / _MARKER).write_text(wanted + "\n")
+    try:
+        staging.rename(target)
+    except OSError:  # another process resolved the same pin meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+        if not marker.is_file():
+            raise
     return target
 
 
