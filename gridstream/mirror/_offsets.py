@@ -25,12 +25,16 @@ def partition_for(mirror_name: str, partitions: int) -> int:
     return zlib.crc32(mirror_name.encode()) % max(partitions, 1)
 
 
-def encode_position(mirror_name: str, next_seq: int) -> bytes:
-    return orjson.dumps({"mirror": mirror_name, "next_seq": next_seq,
-                         "ts": int(time.time() * 1000)})
+def encode_position(mirror_name: str, next_seq: int, log_id: str | None = None) -> bytes:
+    body: dict[str, Any] = {"mirror": mirror_name, "next_seq": next_seq,
+                            "ts": int(time.time() * 1000)}
+    if log_id:
+        body["log"] = log_id
+    return orjson.dumps(body)
 
 
-def decode_position(value: bytes) -> int:
+def decode_position(value: bytes, expected_log: str | None = None) -> int:
+    """The record's ``next_seq``; refuses a position stored for another log."""
     try:
         raw = orjson.loads(value)
         next_seq = raw["next_seq"]
@@ -38,11 +42,17 @@ def decode_position(value: bytes) -> int:
         raise MirrorError("malformed mirror position record") from exc
     if not isinstance(next_seq, int):
         raise MirrorError("malformed mirror position record: next_seq is not an integer")
+    stored_log = raw.get("log")
+    if expected_log and stored_log and stored_log != expected_log:
+        raise MirrorError(
+            f"mirror {raw.get('mirror')!r} holds a position ({next_seq}) for another "
+            f"operation log ({stored_log}, this one is {expected_log}); give this mirror a "
+            "new name, or delete the old position, rather than skip operations")
     return next_seq
 
 
 def read_position(config: Mapping[str, Any], topic: str, mirror_name: str,
-                  timeout_s: float = 30.0) -> int | None:
+                  timeout_s: float = 30.0, expected_log: str | None = None) -> int | None:
     """The last committed position of ``mirror_name`` (None if it has none yet)."""
     consumer = Consumer({
         **config, "group.id": f"gridstream-mirror-position-{mirror_name}",
@@ -50,14 +60,15 @@ def read_position(config: Mapping[str, Any], topic: str, mirror_name: str,
         "auto.offset.reset": "earliest", "enable.partition.eof": False,
     })
     try:
-        return _scan(consumer, topic, mirror_name, timeout_s)
+        return _scan(consumer, topic, mirror_name, timeout_s, expected_log)
     except KafkaException as exc:
         raise kafka_error(f"cannot read the position of mirror {mirror_name!r}", exc) from exc
     finally:
         consumer.close()
 
 
-def _scan(consumer: Consumer, topic: str, mirror_name: str, timeout_s: float) -> int | None:
+def _scan(consumer: Consumer, topic: str, mirror_name: str, timeout_s: float,
+          expected_log: str | None) -> int | None:
     metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
     if metadata is None or metadata.error is not None or not metadata.partitions:
         raise EndpointError(f"offsets topic {topic!r} is not available")
@@ -68,17 +79,17 @@ def _scan(consumer: Consumer, topic: str, mirror_name: str, timeout_s: float) ->
         return None
     consumer.assign([TopicPartition(topic, partition, low)])
     key = mirror_name.encode()
-    found: int | None = None
+    found: bytes | None = None
     deadline = time.monotonic() + timeout_s
     while True:
         for msg in consumer.consume(1000, timeout=0.5):
             if msg.error() is not None:
                 raise KafkaException(msg.error())
             if msg.key() == key and msg.value() is not None:
-                found = decode_position(msg.value() or b"")
+                found = msg.value()
         position = consumer.position([TopicPartition(topic, partition)])[0].offset
         if position >= high:
-            return found
+            return None if found is None else decode_position(found, expected_log)
         if time.monotonic() > deadline:
             raise EndpointError(f"timed out reading offsets topic {topic!r} to its end "
                                 f"(at {position}, end {high})")

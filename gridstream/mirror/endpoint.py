@@ -22,10 +22,16 @@ class SyncEndpoint(ABC):
     """
 
     name: str = "endpoint"
+    bound_log_id: str | None = None
 
     @abstractmethod
     def open(self, mirror_name: str) -> None:
         """Connect. No network call happens before this."""
+
+    def bind_log(self, log_id: str | None) -> None:
+        """Called before ``open`` with the id of the log being mirrored; an endpoint that
+        stores a position keeps the id with it and refuses a position of another log."""
+        self.bound_log_id = log_id
 
     def position(self) -> int | None:
         """The ``next_seq`` stored atomically with the delivered data, if the endpoint

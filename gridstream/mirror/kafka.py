@@ -133,6 +133,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
         self._needs_reset = False
         self._offsets_partition = 0
         self._delivery_errors: list[KafkaError] = []
+        self._log_id: str | None = None
 
     def __repr__(self) -> str:
         return (f"KafkaSyncEndpoint(mirror={self.mirror_name!r}, exactly_once={self.exactly_once},"
@@ -213,12 +214,15 @@ class KafkaSyncEndpoint(SyncEndpoint):
                     raise kafka_error("cannot initialize kafka transactions", exc) from exc
                 time.sleep(0.5)
 
+    def bind_log(self, log_id: str | None) -> None:
+        self._log_id = log_id
+
     def position(self) -> int | None:
         if not self.exactly_once:
             return None
         self._reset_if_needed()
         return read_position(self._shared_config(), self.offsets_topic, self._name(),
-                             self.timeout_s)
+                             self.timeout_s, expected_log=self._log_id)
 
     def close(self) -> None:
         producer, self._producer = self._producer, None
@@ -343,7 +347,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
     def _transaction(self, producer: Producer, prepared: Prepared, next_seq: int) -> None:
         name = self._name()
         position = KafkaMessage(self.offsets_topic, name.encode(),
-                                encode_position(name, next_seq), (), int(time.time() * 1000))
+                                encode_position(name, next_seq, self._log_id), (),
+                                int(time.time() * 1000))
         try:
             producer.begin_transaction()
             self._produce_all(producer, prepared)

@@ -120,9 +120,14 @@ class Mirror:
         if self._opened:
             return self._seq
         acked = self.reader.register(self.name)
+        self.endpoint.bind_log(self.reader.log_id())
         self.endpoint.open(self.name)
         try:
             stored = self.endpoint.position()
+            if stored is not None and stored > self.reader.end_seq():
+                raise MirrorError(
+                    f"mirror {self.name}: the endpoint's position {stored} is beyond the end "
+                    f"of the log ({self.reader.end_seq()}); is it another space's mirror?")
             if stored is not None and stored > acked:
                 self.reader.acknowledge(self.name, stored)
         except BaseException:

@@ -19,7 +19,8 @@ import fcntl
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+import uuid
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ class SpaceMeta:
     segment_bytes: int
     epoch: int = 0
     format: int = FORMAT
+    log_id: str = ""
+    """Unique per directory: tells a mirror that a stored position belongs to this log."""
 
 
 class Layout:
@@ -93,7 +96,8 @@ class Layout:
         self.root.mkdir(parents=True, exist_ok=True)
         meta = self.read_meta()
         if meta is None:
-            meta = SpaceMeta(name=name, partitions=partitions, segment_bytes=segment_bytes)
+            meta = SpaceMeta(name=name, partitions=partitions, segment_bytes=segment_bytes,
+                             log_id=uuid.uuid4().hex)
             self.write_meta(meta)
             return meta
         if meta.name != name:
@@ -103,8 +107,9 @@ class Layout:
                 f"{self.root} was created with {meta.partitions} partitions, not {partitions}: "
                 "routing would change"
             )
-        if meta.segment_bytes != segment_bytes:
-            meta = SpaceMeta(meta.name, meta.partitions, segment_bytes, meta.epoch)
+        if meta.segment_bytes != segment_bytes or not meta.log_id:
+            meta = replace(meta, segment_bytes=segment_bytes,
+                           log_id=meta.log_id or uuid.uuid4().hex)
             self.write_meta(meta)
         return meta
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from gridstream.errors import ConfigError, LogCorruptedError, OperationLogError
@@ -17,7 +18,7 @@ from gridstream.space._codec import (
     encode_data,
 )
 from gridstream.space._core import Core, SpaceOptions
-from gridstream.space._files import Layout, SpaceMeta, WriterLock
+from gridstream.space._files import Layout, WriterLock
 from gridstream.space._recovery import LogRecord, read_payload, recover_log, scan_file
 from gridstream.space._snapshot import load_snapshot
 from gridstream.space._store import Slot, Store
@@ -42,8 +43,7 @@ def open_core(name: str, data_dir: str | os.PathLike[str], options: SpaceOptions
         recovered = recover_log(layout, options.partitions, start_seq,
                                 "truncate" if options.on_corrupt_tail == "truncate" else "fail")
         if recovered.repaired:  # tells live readers to re-scan
-            layout.write_meta(SpaceMeta(meta.name, meta.partitions, meta.segment_bytes,
-                                        meta.epoch + 1))
+            layout.write_meta(replace(meta, epoch=meta.epoch + 1))
         for type_name, descriptor in types.items():
             store.set_indexes(type_name, descriptor.indexes)
         _replay(recovered.records, store, types)

@@ -89,6 +89,7 @@ class EmbeddedLogReader(LogReader):
         self._partitions = meta.partitions
         self._segment_bytes = meta.segment_bytes
         self._epoch = meta.epoch
+        self._log_id = meta.log_id
         self._meta_stat = self._stat_meta()
         self._lock = threading.RLock()
         self._fds: dict[int, int] = {}
@@ -140,6 +141,9 @@ class EmbeddedLogReader(LogReader):
             if _retention.acknowledge(self._layout, consumer, next_seq):
                 _retention.apply_retention(self._layout, self._partitions)
                 self._reload_start()
+
+    def log_id(self) -> str | None:
+        return self._log_id or None
 
     def register(self, consumer: str) -> int:
         with self._lock:

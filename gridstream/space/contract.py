@@ -47,6 +47,11 @@ class LogReader(ABC):
         """Register a consumer (idempotent) and return its acknowledged ``next_seq``;
         the log retains everything from there on."""
 
+    def log_id(self) -> str | None:
+        """A stable id unique to this log (None if the log has none): a position stored
+        elsewhere for another log with the same mirror name must not be reused here."""
+        return None
+
     def tail(self, from_seq: int, max_operations: int, poll_s: float) -> Iterator[Sequence[Bulk]]:
         """Poll ``read`` forever (the caller stops iterating to stop)."""
         import time
