@@ -17,11 +17,16 @@ HERE = Path(__file__).resolve().parent
 
 
 def _last_json(stdout: str) -> object:
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            return json.loads(line)
-    raise ValueError("the benchmark printed no JSON line")
+    """The last JSON object printed: a one-line object, or a pretty one starting at a
+    line of its own."""
+    lines = stdout.rstrip().splitlines()
+    for start in range(len(lines) - 1, -1, -1):
+        if lines[start].startswith("{"):
+            try:
+                return json.loads("\n".join(lines[start:]))
+            except json.JSONDecodeError:
+                continue
+    raise ValueError("the benchmark printed no JSON object")
 
 
 def main(argv: list[str]) -> int:
