@@ -5,9 +5,14 @@
    producer sending the very same keys, values and headers in the same run.
 2. Latency: a space is written at a fixed rate while ``python -m gridstream.mirror`` runs
    as a separate process; a read_committed consumer measures the time from the space's
-   commit timestamp to the record being visible in Kafka (p50/p99).
+   commit timestamp to the record being visible in Kafka (p50/p99). By default
+   (``--consumer receipt``) each record is stamped when ``poll()`` hands it over, then
+   decoded and checked; ``--consumer batch`` is the older measure: ``OperationConsumer``
+   batches of up to 1000 records (5 ms timeout), stamped after the whole batch was
+   decoded, which adds the batch wait and the decoding of the records before it.
 
-Prints one JSON line. Usage: python benchmarks/bench_mirror.py [--ops N] [--rate R]
+Prints one JSON line. Usage:
+python benchmarks/bench_mirror.py [--ops N] [--rate R] [--seconds S] [--consumer receipt|batch]
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from gridstream import stack
@@ -32,7 +37,7 @@ from gridstream.consumer import OperationConsumer
 from gridstream.mirror import PRODUCER_DEFAULTS, InMemoryLog, KafkaSyncEndpoint, Mirror
 from gridstream.model import SpaceDocument
 from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
-from gridstream.protocol import OperationEncoder
+from gridstream.protocol import OperationDecoder, OperationEncoder
 from gridstream.space import Space
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,7 +98,41 @@ def _raw_rate(bootstrap: str, topic: str, ops: int) -> dict[str, float]:
     return {"ops_per_s": ops / elapsed, "value_bytes": size}
 
 
-def _latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str, float]:
+def _consume_on_receipt(bootstrap: str, topic: str, group: str, total: int,
+                        latencies: list[float], done: threading.Event) -> None:
+    """Stamp each record as ``poll()`` returns it, then decode it."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         "enable.partition.eof": False, "fetch.wait.max.ms": 10})
+    decoder = OperationDecoder()
+    consumer.subscribe([topic])
+    try:
+        while len(latencies) < total and not done.is_set():
+            msg = consumer.poll(0.05)
+            if msg is None:
+                continue
+            seen = time.time() * 1000
+            if msg.error() is not None:
+                raise KafkaException(msg.error())
+            latencies.append(seen - decoder.decode(msg.value(), msg.headers()).ts)
+    finally:
+        consumer.close()
+
+
+def _consume_batches(bootstrap: str, topic: str, group: str, total: int,
+                     latencies: list[float], done: threading.Event) -> None:
+    """Batches of decoded records, stamped once the batch is decoded."""
+    consumer = OperationConsumer(bootstrap, topics=[topic], group_id=group,
+                                 consumer_properties={"fetch.wait.max.ms": 10})
+    with consumer:
+        while len(latencies) < total and not done.is_set():
+            for r in consumer.consume(1000, timeout_s=0.005):
+                latencies.append(time.time() * 1000 - r.envelope.ts)
+
+
+def _latency(bootstrap: str, topic: str, rate: int, seconds: float,
+             consumer: str = "receipt") -> dict[str, Any]:
+    consume = _consume_on_receipt if consumer == "receipt" else _consume_batches
     with tempfile.TemporaryDirectory() as data_dir:
         space = Space.embedded("bench", data_dir=data_dir)
         space.introduce_type(_descriptor(topic))
@@ -104,17 +143,9 @@ def _latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str,
         proc = subprocess.Popen(cmd, cwd=REPO)
         latencies: list[float] = []
         total = int(rate * seconds)
-        consumer = OperationConsumer(bootstrap, topics=[topic], group_id=name,
-                                     consumer_properties={"fetch.wait.max.ms": 10})
         done = threading.Event()
-
-        def consume() -> None:
-            with consumer:
-                while len(latencies) < total and not done.is_set():
-                    for r in consumer.consume(1000, timeout_s=0.005):
-                        latencies.append(time.time() * 1000 - r.envelope.ts)
-
-        reader = threading.Thread(target=consume)
+        reader = threading.Thread(target=consume,
+                                  args=(bootstrap, topic, name, total, latencies, done))
         reader.start()
         time.sleep(3.0)  # the mirror process connects and the consumer joins
         started = time.monotonic()
@@ -131,7 +162,8 @@ def _latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str,
         space.close()
     latencies.sort()
     return {
-        "target_ops_per_s": rate, "achieved_ops_per_s": achieved, "received": len(latencies),
+        "consumer": consumer, "target_ops_per_s": rate, "achieved_ops_per_s": achieved,
+        "received": len(latencies),
         "p50_ms": latencies[len(latencies) // 2],
         "p99_ms": latencies[int(len(latencies) * 0.99)],
         "max_ms": latencies[-1],
@@ -143,6 +175,8 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=100_000)
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--consumer", choices=["receipt", "batch"], default="receipt",
+                        help="how the latency consumer stamps records (see the docstring)")
     args = parser.parse_args()
     (kafka,) = stack.services(["kafka"])
     kafka.up()
@@ -157,7 +191,7 @@ def main() -> None:
         raw = _raw_rate(bootstrap, topics[0], args.ops)
         eos = _mirror_rate(bootstrap, topics[1], args.ops, exactly_once=True)
         alo = _mirror_rate(bootstrap, topics[2], args.ops, exactly_once=False)
-        latency = _latency(bootstrap, topics[3], args.rate, args.seconds)
+        latency = _latency(bootstrap, topics[3], args.rate, args.seconds, args.consumer)
     finally:
         for future in admin.delete_topics(topics).values():
             future.result(30)

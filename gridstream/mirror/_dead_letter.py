@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gridstream.errors import CodecError
 from gridstream.mirror.policy import Reason, UndeliverableError, UndeliverablePolicy
@@ -11,7 +11,7 @@ from gridstream.operations import Operation, TypeDescriptor
 from gridstream.protocol import Header, JsonCodec, KafkaMessage, OperationEncoder
 from gridstream.protocol.envelope import Envelope
 
-__all__ = ["FRAMING_ALLOWANCE", "DeadLetters", "Prepared"]
+__all__ = ["FRAMING_ALLOWANCE", "NEAR_LIMIT", "DeadLetters", "Outgoing", "record_size"]
 
 FRAMING_ALLOWANCE = 512
 """Bytes kept free under a size limit for the record batch framing."""
@@ -20,14 +20,12 @@ H_REASON, H_ERROR, H_TOPIC, H_MIRROR = "gs.dlq.reason", "gs.dlq.error", "gs.dlq.
 _MAX_ERROR = 1000
 _NEAR_LIMIT = 4096
 """Headers are counted exactly once key and value come within this many bytes of it."""
+NEAR_LIMIT = FRAMING_ALLOWANCE + _NEAR_LIMIT
+"""A record whose key + value + this many bytes stay under the limit fits, whatever its
+headers (the cheap test of the hot path)."""
 
-
-@dataclass(slots=True)
-class Prepared:
-    """A batch ready to produce: records, and dead letters with their reason."""
-
-    messages: list[KafkaMessage] = field(default_factory=list)
-    dead: list[tuple[str, KafkaMessage]] = field(default_factory=list)
+Outgoing = tuple[str, bytes, bytes, int, list[Header]]
+"""A record ready to produce: ``(topic, value, key, timestamp_ms, headers)``."""
 
 
 @dataclass(slots=True)
@@ -39,51 +37,64 @@ class _Rejected:
     detail: str
 
 
+def record_size(key: bytes, value: bytes, headers: list[Header]) -> int:
+    """What counts against size limits (as ``KafkaMessage.size``)."""
+    return len(key) + len(value) + sum(len(k) + len(v) for k, v in headers)
+
+
 class DeadLetters:
-    """Collects a batch's records; rejects go to the policy (raise or dead-letter)."""
+    """A batch's rejects: each goes to the policy (raise at once, or dead-letter)."""
 
     def __init__(self, encoder: OperationEncoder, policy: UndeliverablePolicy,
                  mirror_name: str) -> None:
         self.encoder = encoder
         self.policy = policy
         self.mirror_name = mirror_name
-        self.messages: list[KafkaMessage] = []
         self._rejected: list[_Rejected] = []
 
+    def __len__(self) -> int:
+        return len(self._rejected)
+
     def encode(self, op: Operation, descriptor: TypeDescriptor, topic: str,
-               limit_of: Callable[[str], int]) -> None:
+               limit_of: Callable[[str], int]) -> KafkaMessage | None:
+        """The general path: the record, or None when it was rejected."""
         try:
             message = self.encoder.encode(op, descriptor, topic)
         except CodecError as exc:
             self.reject(Reason.UNSERIALIZABLE, op, descriptor, str(exc), topic)
-            return
+            return None
         limit = limit_of(topic)
-        near = len(message.key) + len(message.value) + FRAMING_ALLOWANCE + _NEAR_LIMIT > limit
-        if near and message.size + FRAMING_ALLOWANCE > limit:
-            self.reject(Reason.OVERSIZED, op, descriptor,
-                        f"record of {message.size} bytes exceeds the limit of {limit} bytes "
-                        f"(less {FRAMING_ALLOWANCE} for framing) of topic {topic!r}", topic,
-                        message)
-            return
-        self.messages.append(message)
+        near = len(message.key) + len(message.value) + NEAR_LIMIT > limit
+        if near and self.oversized(op, descriptor, topic, message.size, limit):
+            return None
+        return message
+
+    def oversized(self, op: Operation, descriptor: TypeDescriptor, topic: str, size: int,
+                  limit: int) -> bool:
+        """Reject a record of ``size`` bytes if it does not fit under ``limit``."""
+        if size + FRAMING_ALLOWANCE <= limit:
+            return False
+        self.reject(Reason.OVERSIZED, op, descriptor,
+                    f"record of {size} bytes exceeds the limit of {limit} bytes "
+                    f"(less {FRAMING_ALLOWANCE} for framing) of topic {topic!r}", topic)
+        return True
 
     def reject(self, reason: Reason, op: Operation, descriptor: TypeDescriptor | None,
-               detail: str, topic: str | None, message: KafkaMessage | None = None) -> None:
+               detail: str, topic: str | None) -> None:
         if self.policy is UndeliverablePolicy.FAIL:
             raise UndeliverableError(reason, op, detail)
-        if message is None and reason is not Reason.UNSERIALIZABLE:
+        message: KafkaMessage | None = None
+        if reason in (Reason.UNKNOWN_TYPE, Reason.NO_TOPIC):  # the letter is the record
             try:
                 message = self.encoder.encode(op, descriptor, topic or "")
             except CodecError:
                 message = None
         self._rejected.append(_Rejected(reason, op, message, topic, detail))
 
-    def result(self, dead_letter_topic: str) -> Prepared:
-        prepared = Prepared(messages=self.messages)
-        for rejected in self._rejected:
-            prepared.dead.append((rejected.reason.value,
-                                  self._letter(rejected, dead_letter_topic)))
-        return prepared
+    def letters(self, dead_letter_topic: str) -> list[tuple[str, KafkaMessage]]:
+        """The dead letters, with their reason."""
+        return [(rejected.reason.value, self._letter(rejected, dead_letter_topic))
+                for rejected in self._rejected]
 
     def _letter(self, rejected: _Rejected, topic: str) -> KafkaMessage:
         """The original record when there is one and it is not oversized; otherwise the

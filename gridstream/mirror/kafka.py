@@ -13,17 +13,17 @@ import logging
 import time
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
-from gridstream.errors import ConfigError, EndpointError, GridstreamError
+from gridstream.errors import CodecError, ConfigError, EndpointError, GridstreamError
 from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics, topic_max_message_bytes
 from gridstream.kafka.errors import error_of, is_fatal, kafka_error
-from gridstream.mirror._dead_letter import DeadLetters, Prepared
+from gridstream.mirror._dead_letter import NEAR_LIMIT, DeadLetters, Outgoing, record_size
 from gridstream.mirror._offsets import (
     DEFAULT_OFFSETS_TOPIC,
     encode_position,
@@ -32,10 +32,11 @@ from gridstream.mirror._offsets import (
 )
 from gridstream.mirror.endpoint import SyncEndpoint
 from gridstream.mirror.policy import Reason, UndeliverablePolicy
-from gridstream.operations import Bulk, TypeDescriptor
+from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
 from gridstream.protocol import (
     Codec,
     DefaultTopicResolver,
+    Header,
     KafkaMessage,
     KeyCodec,
     MessageFactory,
@@ -60,6 +61,9 @@ _SHARED_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client."
                     "broker.", "api.version", "metadata.", "reconnect.", "debug", "log_level",
                     "connections.max.idle.ms", "topic.metadata")
 _COMMIT_RETRIES = 5
+_UNKNOWN_TYPE = "the type is not described in the log"
+_NO_TOPIC = "no topic from the type, the document property or default_topic"
+_ANY_OPERATION = Operation(OpType.WRITE, "", "", 0, None, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,42 +298,102 @@ class KafkaSyncEndpoint(SyncEndpoint):
             return
         self._reset_if_needed()
         producer = self._require_producer()
-        prepared = self._prepare(bulks, types)
-        if prepared.dead:
-            self._ensure([self._topic_spec(self.dead_letter_topic)])
+        letters = DeadLetters(self.encoder, self.policy, self._name())
         self._delivery_errors = []
         if self.exactly_once:
-            self._transaction(producer, prepared, bulks[-1].next_seq)
+            dead = self._transaction(producer, bulks, types, letters)
         else:
-            self._at_least_once(producer, prepared)
-        self.records_sent += len(prepared.messages)
-        self.dead_lettered.update(reason for reason, _ in prepared.dead)
+            dead = self._at_least_once(producer, bulks, types, letters)
+        self.records_sent += sum(len(bulk.operations) for bulk in bulks) - len(dead)
+        self.dead_lettered.update(reason for reason, _ in dead)
 
-    def _prepare(self, bulks: Sequence[Bulk], types: Mapping[str, TypeDescriptor]) -> Prepared:
-        letters = DeadLetters(self.encoder, self.policy, self._name())
+    def _records(self, bulks: Sequence[Bulk], types: Mapping[str, TypeDescriptor],
+                 letters: DeadLetters) -> Iterator[Outgoing]:
+        """The batch's records, one at a time (each may be produced before the next is
+        encoded); rejects go to ``letters``, which raises at once under ``fail``."""
+        fast = self.encoder.default_path()
+        if fast is None:
+            yield from self._general_records(bulks, types, letters)
+            return
+        encode = fast.encode
+        resolve = self.resolver.resolve
+        fixed_topics = type(self.resolver) is DefaultTopicResolver
+        limits = self._limits
+        # per type name: (descriptor, topic when it does not depend on the operation)
+        plans: dict[str, tuple[TypeDescriptor | None, str | None]] = {}
+        for bulk in bulks:
+            for op in bulk.operations:
+                plan = plans.get(op.type_name)
+                if plan is None:
+                    plan = plans[op.type_name] = self._plan(op.type_name, types, fixed_topics)
+                descriptor, topic = plan
+                if descriptor is None:
+                    letters.reject(Reason.UNKNOWN_TYPE, op, None, _UNKNOWN_TYPE, None)
+                    continue
+                if topic is None:
+                    topic = resolve(op, descriptor)
+                    if topic is None:
+                        letters.reject(Reason.NO_TOPIC, op, descriptor, _NO_TOPIC, None)
+                        continue
+                try:
+                    key, value, headers = encode(op)
+                except CodecError as exc:
+                    letters.reject(Reason.UNSERIALIZABLE, op, descriptor, str(exc), topic)
+                    continue
+                limit = limits.get(topic)
+                if limit is None:
+                    limit = self._limit(topic)
+                if len(key) + len(value) + NEAR_LIMIT > limit and letters.oversized(
+                        op, descriptor, topic, record_size(key, value, headers), limit):
+                    continue
+                yield topic, value, key, op.timestamp_ms, headers
+
+    def _plan(self, type_name: str, types: Mapping[str, TypeDescriptor],
+              fixed_topics: bool) -> tuple[TypeDescriptor | None, str | None]:
+        descriptor = types.get(type_name)
+        if descriptor is None or not fixed_topics or not descriptor.topic:
+            return descriptor, None
+        # the default resolver gives the type's topic whatever the operation
+        return descriptor, self.resolver.resolve(_ANY_OPERATION, descriptor)
+
+    def _general_records(self, bulks: Sequence[Bulk], types: Mapping[str, TypeDescriptor],
+                         letters: DeadLetters) -> Iterator[Outgoing]:
+        """Every part through the configured factory, key codec and codec."""
         for bulk in bulks:
             for op in bulk.operations:
                 descriptor = types.get(op.type_name)
                 if descriptor is None:
-                    letters.reject(Reason.UNKNOWN_TYPE, op, None, "the type is not described "
-                                   "in the log", None)
+                    letters.reject(Reason.UNKNOWN_TYPE, op, None, _UNKNOWN_TYPE, None)
                     continue
                 topic = self.resolver.resolve(op, descriptor)
                 if topic is None:
-                    letters.reject(Reason.NO_TOPIC, op, descriptor, "no topic from the type, "
-                                   "the document property or default_topic", None)
+                    letters.reject(Reason.NO_TOPIC, op, descriptor, _NO_TOPIC, None)
                     continue
-                letters.encode(op, descriptor, topic, self._limit)
-        return letters.result(self.dead_letter_topic)
+                message = letters.encode(op, descriptor, topic, self._limit)
+                if message is not None:
+                    yield (message.topic, message.value, message.key, message.timestamp_ms,
+                           list(message.headers))
+
+    def _letters(self, letters: DeadLetters) -> list[tuple[str, KafkaMessage]]:
+        if not len(letters):
+            return []
+        self._ensure([self._topic_spec(self.dead_letter_topic)])
+        return letters.letters(self.dead_letter_topic)
 
     def _produce(self, producer: Producer, message: KafkaMessage, partition: int = -1) -> None:
+        self._produce_blocking(producer, message.topic, message.value, message.key,
+                               message.timestamp_ms, list(message.headers), partition)
+
+    def _produce_blocking(self, producer: Producer, topic: str, value: bytes, key: bytes,
+                          timestamp_ms: int, headers: list[Header], partition: int = -1) -> None:
+        """Produce, waiting while the producer's queue is full."""
         # in a transaction a failed record fails the commit, so no per-record callback
         callback = None if self.exactly_once else self._on_delivery
+        produce: Callable[..., None] = producer.produce
         while True:
             try:
-                producer.produce(message.topic, message.value, message.key, partition=partition,
-                                 on_delivery=callback, timestamp=message.timestamp_ms,
-                                 headers=list(message.headers))
+                produce(topic, value, key, partition=partition, on_delivery=callback,
+                        timestamp=timestamp_ms, headers=headers)
                 return
             except BufferError:
                 producer.poll(0.05)
@@ -338,27 +402,33 @@ class KafkaSyncEndpoint(SyncEndpoint):
         if err is not None:
             self._delivery_errors.append(err)
 
-    def _produce_all(self, producer: Producer, prepared: Prepared) -> None:
-        for message in prepared.messages:
-            self._produce(producer, message)
-        for _, letter in prepared.dead:
-            self._produce(producer, letter)
-
-    def _transaction(self, producer: Producer, prepared: Prepared, next_seq: int) -> None:
+    def _transaction(self, producer: Producer, bulks: Sequence[Bulk],
+                     types: Mapping[str, TypeDescriptor],
+                     letters: DeadLetters) -> list[tuple[str, KafkaMessage]]:
+        """One transaction: each record is produced as soon as it is encoded (a reject
+        under ``fail`` aborts it), then the dead letters and the new position."""
         name = self._name()
-        position = KafkaMessage(self.offsets_topic, name.encode(),
-                                encode_position(name, next_seq, self._log_id), (),
-                                int(time.time() * 1000))
         try:
             producer.begin_transaction()
-            self._produce_all(producer, prepared)
-            self._produce(producer, position, self._offsets_partition)
+            produce: Callable[..., None] = producer.produce
+            for topic, value, key, timestamp_ms, headers in self._records(bulks, types, letters):
+                try:
+                    produce(topic, value, key, timestamp=timestamp_ms, headers=headers)
+                except BufferError:
+                    self._produce_blocking(producer, topic, value, key, timestamp_ms, headers)
+            dead = self._letters(letters)
+            for _, letter in dead:
+                self._produce(producer, letter)
+            position = encode_position(name, bulks[-1].next_seq, self._log_id)
+            self._produce_blocking(producer, self.offsets_topic, position, name.encode(),
+                                   int(time.time() * 1000), [], self._offsets_partition)
             self._commit(producer)
         except KafkaException as exc:
             self._fail_transaction(producer, exc)
         except BaseException:
             self._abort_quietly(producer)
             raise
+        return dead
 
     def _abort_quietly(self, producer: Producer) -> None:
         """Abort after a non-Kafka failure; replace the producer if even that fails."""
@@ -396,9 +466,29 @@ class KafkaSyncEndpoint(SyncEndpoint):
         raise _retriable_error(f"kafka transaction aborted ({code}); the batch will be retried",
                                self._delivery_errors) from exc
 
-    def _at_least_once(self, producer: Producer, prepared: Prepared) -> None:
+    def _at_least_once(self, producer: Producer, bulks: Sequence[Bulk],
+                       types: Mapping[str, TypeDescriptor],
+                       letters: DeadLetters) -> list[tuple[str, KafkaMessage]]:
+        """The whole batch is encoded before anything is produced, so that a reject under
+        ``fail`` leaves nothing of it in Kafka (there is no transaction to abort)."""
+        # bytes(memoryview(v)) keeps an exact-size copy: orjson's results come from larger
+        # buffers shrunk in place, and holding a batch of them alive measured slower
+        # (heap growth) than copying each one.
+        records = [(topic, bytes(memoryview(value)), key, timestamp_ms, headers)
+                   for topic, value, key, timestamp_ms, headers
+                   in self._records(bulks, types, letters)]
+        dead = self._letters(letters)
         try:
-            self._produce_all(producer, prepared)
+            produce: Callable[..., None] = producer.produce
+            callback = self._on_delivery
+            for topic, value, key, timestamp_ms, headers in records:
+                try:
+                    produce(topic, value, key, on_delivery=callback, timestamp=timestamp_ms,
+                            headers=headers)
+                except BufferError:
+                    self._produce_blocking(producer, topic, value, key, timestamp_ms, headers)
+            for _, letter in dead:
+                self._produce(producer, letter)
             remaining = producer.flush(self.timeout_s)
         except KafkaException as exc:
             if is_fatal(exc):
@@ -409,6 +499,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
         if remaining or self._delivery_errors:
             raise _retriable_error(f"{remaining} records undelivered after "
                                    f"{self.timeout_s}s", self._delivery_errors)
+        return dead
 
     def stats(self) -> dict[str, Any]:
         """Records sent and dead-lettered (by reason)."""

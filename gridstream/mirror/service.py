@@ -103,6 +103,7 @@ class Mirror:
         self.retry = retry or RetryPolicy()
         self._seq = 0
         self._pending: list[Bulk] = []
+        self._batch_operations = 0
         self._opened = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -160,7 +161,7 @@ class Mirror:
         batch = self._gather()
         if not batch:
             return 0
-        return self._deliver(batch)
+        return self._deliver(batch, self._batch_operations)
 
     def start(self) -> None:
         """Run in a background thread."""
@@ -178,8 +179,17 @@ class Mirror:
             log.error("mirror %s failed: %s", self.name, _describe(exc))
 
     def request_stop(self) -> None:
-        """Ask ``run()`` to return after the batch in flight (safe from a signal handler)."""
-        self._stop.set()
+        """Ask ``run()`` to return after the batch in flight (safe from a signal handler).
+
+        Signal handlers run in the main thread, possibly while it is inside the stop
+        event's own (non-reentrant) lock, waiting in a poll or a backoff; setting the event
+        there would deadlock. So the main thread hands the setting to a short-lived
+        thread, which proceeds as soon as the interrupted wait releases the lock."""
+        if threading.current_thread() is threading.main_thread():
+            threading.Thread(target=self._stop.set, name=f"mirror-{self.name}-stop",
+                             daemon=True).start()
+        else:
+            self._stop.set()
 
     def stop(self, timeout_s: float | None = 60.0) -> None:
         """Finish the batch in flight, close the endpoint; re-raises a background failure."""
@@ -241,38 +251,58 @@ class Mirror:
     def _gather(self) -> list[Bulk]:
         batch, self._pending = self._pending, []
         count = sum(len(b.operations) for b in batch)
-        started = time.monotonic()
-        while count < self.max_batch_operations and not self._stop.is_set():
-            expected = batch[-1].next_seq if batch else self._seq
-            bulks = self.reader.read(expected, self.max_batch_operations - count)
+        limit = self.max_batch_operations
+        expected = batch[-1].next_seq if batch else self._seq
+        deadline = time.monotonic() + self.max_batch_s
+        if batch:
+            deadline = self._deadline(batch[0], deadline)
+        while count < limit and not self._stop.is_set():
+            bulks = self.reader.read(expected, limit - count)
             for index, bulk in enumerate(bulks):
+                size = len(bulk.operations)
                 if bulk.first_seq != expected:
                     raise MirrorError(f"log gap: expected seq {expected}, got {bulk.first_seq}")
-                if count and count + len(bulk.operations) > self.max_batch_operations:
+                if count and count + size > limit:
+                    batch.extend(bulks[:index])
                     self._pending = list(bulks[index:])
+                    self._batch_operations = count
                     return batch
-                batch.append(bulk)
-                count += len(bulk.operations)
-                expected = bulk.next_seq
+                count += size
+                expected += size
+            if bulks and not batch:
+                deadline = self._deadline(bulks[0], deadline)
+            batch.extend(bulks)
             if not batch:
                 self._stop.wait(self.poll_s)
                 return batch
-            if time.monotonic() - started >= self.max_batch_s:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 break
             if not bulks:
-                self._stop.wait(min(self.poll_s, self.max_batch_s))
+                self._stop.wait(min(self.poll_s, remaining))
+        self._batch_operations = count
         return batch
 
-    def _deliver(self, batch: list[Bulk]) -> int:
+    def _deadline(self, first: Bulk, deadline: float) -> float:
+        """The window of a batch closes ``max_batch_ms`` after its first bulk was
+        committed, not after the mirror saw it: a bulk that already waited (behind the
+        previous batch, or through an idle poll) is not held back again."""
+        if first.timestamp_ms <= 0:
+            return deadline
+        waited = time.time() - first.timestamp_ms / 1000.0
+        return min(deadline, time.monotonic() + max(self.max_batch_s - max(waited, 0.0), 0.0))
+
+    def _deliver(self, batch: list[Bulk], operations: int) -> int:
         attempt = 0
-        total = sum(len(b.operations) for b in batch)
+        total = operations
         while True:
             try:
                 if attempt:
                     batch = self._resync(batch)
+                    operations = sum(len(b.operations) for b in batch)
                 if batch:
                     self.endpoint.write_batch(batch, self.reader.types())
-                    self._advance(batch)
+                    self._advance(batch, operations)
                 return total
             except GridstreamError as exc:
                 attempt += 1
@@ -305,13 +335,12 @@ class Mirror:
         if len(kept) + len(delivered) != len(batch):
             raise MirrorError(f"endpoint position {stored} falls inside a bulk")
         if delivered:
-            self._advance(delivered)
+            self._advance(delivered, sum(len(b.operations) for b in delivered))
         return kept
 
-    def _advance(self, delivered: Sequence[Bulk]) -> None:
+    def _advance(self, delivered: Sequence[Bulk], ops: int) -> None:
         self._seq = delivered[-1].next_seq
         self._acknowledge(force=False)
-        ops = sum(len(b.operations) for b in delivered)
         counts = self._counts
         counts["ops"] += ops
         counts["bulks"] += len(delivered)

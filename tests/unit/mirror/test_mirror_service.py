@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import signal
+import time
 from collections.abc import Mapping, Sequence
 
 import pytest
@@ -81,6 +85,28 @@ def test_batches_respect_the_limit_and_never_split_a_bulk() -> None:
     assert sizes == [[3], [3], [3], [10], [1, 1]]
     assert endpoint.delivered() == list(range(21))
     assert log.acks["m"] == 21 and mirror.position == 21
+
+
+class GreedyLog(InMemoryLog):
+    """A reader that hands out more than asked for."""
+
+    def read(self, from_seq: int, max_operations: int) -> Sequence[Bulk]:
+        return super().read(from_seq, 1_000)
+
+
+def test_bulks_beyond_the_limit_wait_for_the_next_batch() -> None:
+    log = GreedyLog([T])
+    for n, size in enumerate([2, 2, 3, 1, 4]):
+        log.append([Operation(OpType.WRITE, "T", f"{n}-{i}", 0, {}, 0, 0) for i in range(size)])
+    endpoint = FakeEndpoint()
+    mirror = Mirror(log, endpoint, name="m", max_batch_operations=5, max_batch_ms=0)
+    _drain(mirror)
+    sizes = [[len(b.operations) for b in batch] for batch in endpoint.batches]
+    assert sizes[0] == [2, 2] and sum(map(len, sizes)) == 5
+    assert endpoint.delivered() == list(range(12))
+    metrics = mirror.metrics()
+    assert metrics.operations_total == 12 and metrics.bulks_total == 5
+    assert metrics.last_batch_operations == sum(sizes[-1])
 
 
 def test_acknowledges_only_after_the_endpoint_returned() -> None:
@@ -238,3 +264,39 @@ def test_log_acks_are_throttled_and_flushed_on_close() -> None:
     assert log.acks["m"] in (first_ack, 1)  # at most the first batch within the interval
     mirror.stop()
     assert log.acks["m"] == 4  # closing acknowledges everything delivered
+
+
+def test_a_stop_signal_cannot_deadlock_the_mirror_loop() -> None:
+    """SIGTERM arriving while the main thread is inside the stop event's lock (in a
+    poll or a backoff wait) used to block the handler forever."""
+    mirror = Mirror(InMemoryLog([T]), FakeEndpoint(), name="m")
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise TimeoutError("request_stop blocked")
+
+    previous = (signal.signal(signal.SIGUSR1, lambda signum, frame: mirror.request_stop()),
+                signal.signal(signal.SIGALRM, on_alarm))
+    signal.setitimer(signal.ITIMER_REAL, 5.0)
+    try:
+        with mirror._stop._cond:  # type: ignore[attr-defined]
+            os.kill(os.getpid(), signal.SIGUSR1)
+            time.sleep(0.05)  # the handler runs here, with the lock held
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGUSR1, previous[0])
+        signal.signal(signal.SIGALRM, previous[1])
+    assert mirror._stop.wait(5.0)
+
+
+def test_the_batch_window_counts_from_the_commit_not_from_the_read() -> None:
+    log = _log([1, 1])
+    log._bulks = [dataclasses.replace(b, timestamp_ms=b.timestamp_ms - 60_000)
+                  for b in log._bulks]  # committed a minute ago: they waited enough
+    mirror = Mirror(log, FakeEndpoint(), name="m", max_batch_ms=10_000)
+    started = time.monotonic()
+    assert mirror.run_once() == 2
+    assert time.monotonic() - started < 5.0
+    mirror = Mirror(_log([1]), FakeEndpoint(), name="m", max_batch_ms=200)
+    started = time.monotonic()
+    assert mirror.run_once() == 1  # a fresh bulk still waits for company
+    assert time.monotonic() - started >= 0.15
