@@ -111,7 +111,7 @@ def _table(holdings: list[Holding]) -> Table:
     reference = holdings[0]
     table = Table(title="Reconciliation: grid vs Kafka vs stores")
     for column in ("place", "operations", "live entities", "state hash", "matches grid"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=True)
     for h in holdings:
         same = h.state == reference.state
         mark = "[green]yes[/]" if same else "[red]NO[/]"
