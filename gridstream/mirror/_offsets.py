@@ -12,12 +12,17 @@ import orjson
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from gridstream.errors import EndpointError, MirrorError
+from gridstream.kafka import KafkaProperties
 from gridstream.kafka.errors import kafka_error
 
-__all__ = ["DEFAULT_OFFSETS_TOPIC", "decode_position", "encode_position", "partition_for",
-           "read_position"]
+__all__ = ["DEFAULT_OFFSETS_TOPIC", "committed_position", "decode_position", "encode_position",
+           "partition_for", "read_position"]
 
 DEFAULT_OFFSETS_TOPIC = "__gridstream_mirror_offsets"
+SHARED_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.", "socket.",
+                    "broker.", "api.version", "metadata.", "reconnect.", "debug", "log_level",
+                    "connections.max.idle.ms", "topic.metadata")
+"""Client properties a plain consumer of the offsets topic shares with the producer."""
 
 
 def partition_for(mirror_name: str, partitions: int) -> int:
@@ -93,3 +98,14 @@ def _scan(consumer: Consumer, topic: str, mirror_name: str, timeout_s: float,
         if time.monotonic() > deadline:
             raise EndpointError(f"timed out reading offsets topic {topic!r} to its end "
                                 f"(at {position}, end {high})")
+
+
+def committed_position(bootstrap_servers: str, mirror_name: str, *,
+                       offsets_topic: str = DEFAULT_OFFSETS_TOPIC,
+                       properties: Mapping[str, Any] | None = None,
+                       timeout_s: float = 30.0) -> int | None:
+    """The last committed position of a mirror, read without fencing it (for monitoring
+    and tests)."""
+    config = KafkaProperties(properties).layered({}, {"bootstrap.servers": bootstrap_servers})
+    shared = {k: v for k, v in config.client_config().items() if k.startswith(SHARED_PREFIXES)}
+    return read_position(shared, offsets_topic, mirror_name, timeout_s)

@@ -26,6 +26,8 @@ from gridstream.kafka.errors import error_of, is_fatal, kafka_error
 from gridstream.mirror._dead_letter import NEAR_LIMIT, DeadLetters, Outgoing, record_size
 from gridstream.mirror._offsets import (
     DEFAULT_OFFSETS_TOPIC,
+    SHARED_PREFIXES,
+    committed_position,
     encode_position,
     partition_for,
     read_position,
@@ -57,9 +59,6 @@ PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
 }
 """Safe defaults under the user's producer properties (murmur2 matches Java clients)."""
 
-_SHARED_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.", "socket.",
-                    "broker.", "api.version", "metadata.", "reconnect.", "debug", "log_level",
-                    "connections.max.idle.ms", "topic.metadata")
 _COMMIT_RETRIES = 5
 _UNKNOWN_TYPE = "the type is not described in the log"
 _NO_TOPIC = "no topic from the type, the document property or default_topic"
@@ -157,7 +156,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
 
     def _shared_config(self) -> dict[str, Any]:
         config = self._props.client_config()
-        return {k: v for k, v in config.items() if k.startswith(_SHARED_PREFIXES)}
+        return {k: v for k, v in config.items() if k.startswith(SHARED_PREFIXES)}
 
     def open(self, mirror_name: str) -> None:
         self.mirror_name = mirror_name
@@ -511,15 +510,3 @@ def _retriable_error(message: str, delivery_errors: Sequence[KafkaError]) -> Gri
         codes = Counter(e.name() for e in delivery_errors)
         message += f"; delivery errors: {dict(codes)}"
     return EndpointError(message)
-
-
-
-def committed_position(bootstrap_servers: str, mirror_name: str, *,
-                       offsets_topic: str = DEFAULT_OFFSETS_TOPIC,
-                       properties: Mapping[str, Any] | None = None,
-                       timeout_s: float = 30.0) -> int | None:
-    """The last committed position of a mirror, read without fencing it (for monitoring
-    and tests)."""
-    config = KafkaProperties(properties).layered({}, {"bootstrap.servers": bootstrap_servers})
-    shared = {k: v for k, v in config.client_config().items() if k.startswith(_SHARED_PREFIXES)}
-    return read_position(shared, offsets_topic, mirror_name, timeout_s)
