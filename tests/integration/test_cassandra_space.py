@@ -18,9 +18,10 @@ import pytest
 
 from gridstream.mirror import Mirror
 from gridstream.model import DocumentType, SpaceDocument, space_class
-from gridstream.operations import Bulk, PropertySpec, TypeDescriptor
+from gridstream.operations import Bulk, TypeDescriptor
 from gridstream.space import Change, Space, open_log_reader
 from gridstream.stores.cassandra import CassandraConfig, CassandraSyncEndpoint
+from tests.integration.test_cassandra_workload import canonical
 
 
 @dataclasses.dataclass
@@ -112,19 +113,6 @@ class SpaceWorkload:
                 k=2,
             )
             space.change(DOC, ident, steps)
-
-
-def canonical(specs: tuple[PropertySpec, ...], data: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    names = {s.name for s in specs}
-    for spec in specs:
-        value = data.get(spec.name)
-        if spec.kind == "object" and spec.nested and value is not None:
-            nested = canonical(spec.nested, value)
-            value = None if all(v is None for v in nested.values()) else nested
-        out[spec.name] = value
-    out.update((k, v) for k, v in data.items() if k not in names and v is not None)
-    return out
 
 
 def space_contents(space: Space, descriptor: TypeDescriptor) -> dict[Any, dict[str, Any]]:
