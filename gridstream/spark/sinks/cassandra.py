@@ -71,7 +71,10 @@ def open_writer(config: CassandraConfig) -> tuple[CassandraConnection, Cassandra
         consistency_level=consistency_level(config.consistency_level),
         replication_factor=config.replication_factor,
         replace_on_write=config.replace_on_write,
+        replace_mode=config.replace_mode,
         write_id_only_entries=config.write_id_only_entries,
+        batch_partitions=config.batch_partitions,
+        batch_max_bytes=config.batch_max_bytes,
     )
     return connection, writer
 

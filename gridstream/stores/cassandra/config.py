@@ -51,6 +51,8 @@ class CassandraConfig(BaseModel):
     replication_factor: int = Field(default=1, ge=1)
     create_keyspace: bool = True
     concurrency: int = Field(default=64, ge=1)
+    batch_partitions: int = Field(default=10, ge=1)
+    batch_max_bytes: int = Field(default=4096, ge=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     request_timeout_s: float = Field(default=30.0, gt=0)
     fixed_serializer: str = Field(

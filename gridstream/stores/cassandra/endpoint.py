@@ -94,6 +94,8 @@ class CassandraSyncEndpoint(SyncEndpoint):
                 replace_on_write=self.config.replace_on_write,
                 replace_mode=self.config.replace_mode,
                 write_id_only_entries=self.config.write_id_only_entries,
+                batch_partitions=self.config.batch_partitions,
+                batch_max_bytes=self.config.batch_max_bytes,
             )
             if self.config.create_keyspace:
                 self._writer.schema.ensure_keyspace()

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from gridstream.errors import StoreError
 from gridstream.operations import Operation, OpType, TypeDescriptor
+from gridstream.stores.cassandra._batches import Unit, group_requests, replica_key
 from gridstream.stores.cassandra._driver import require_driver
 from gridstream.stores.cassandra._json import row_json
 from gridstream.stores.cassandra._paths import REMOVE, edit_path
@@ -75,7 +76,7 @@ class _Target:
 class _Call:
     """One ``apply`` call: statements planned but not yet executed, and its counts."""
 
-    pending: list[Any] = field(default_factory=list)
+    pending: list[Unit] = field(default_factory=list)
     counts: WriteCounters = field(default_factory=WriteCounters)
 
 
@@ -93,6 +94,10 @@ class CassandraWriter:
 
     ``write_id_only_entries`` writes an entry that has only its id as a row holding its
     id and version (the seed skips such entries; they are counted either way).
+
+    Rows owned by the same replicas travel together in unlogged batches of up to
+    ``batch_partitions`` rows and ``batch_max_bytes`` of values (see ``_batches``);
+    ``batch_partitions=1`` sends one request per row.
     """
 
     def __init__(
@@ -108,6 +113,8 @@ class CassandraWriter:
         replace_on_write: bool = True,
         write_id_only_entries: bool = False,
         statement_cache_size: int = 1024,
+        batch_partitions: int = 10,
+        batch_max_bytes: int = 4096,
     ) -> None:
         require_driver()
         if replace_mode not in ("tombstone", "nulls"):
@@ -122,6 +129,8 @@ class CassandraWriter:
         self.replace_mode = replace_mode
         self.replace_on_write = replace_on_write
         self.write_id_only_entries = write_id_only_entries
+        self.batch_partitions = max(1, batch_partitions)
+        self.batch_max_bytes = max(0, batch_max_bytes)
         self.counters = WriteCounters()
 
     def apply(
@@ -132,9 +141,9 @@ class CassandraWriter:
         call = _Call()
         try:
             for op in operations:
-                statement = self._plan(op, types, call)
-                if statement is not None:
-                    call.pending.append(statement)
+                unit = self._plan(op, types, call)
+                if unit is not None:
+                    call.pending.append(unit)
             self._flush(call)
         except StoreError:
             self.schema.forget()
@@ -144,13 +153,15 @@ class CassandraWriter:
 
     # ------------------------------------------------------------ planning
 
-    def _plan(self, op: Operation, types: Mapping[str, TypeDescriptor], call: _Call) -> Any:
+    def _plan(
+        self, op: Operation, types: Mapping[str, TypeDescriptor], call: _Call
+    ) -> Unit | None:
         counts = call.counts
         counts.operations += 1
         target = self._target(op, types)
         if op.op.is_delete:
             counts.deletes += 1
-            return self._bind(target, "delete", (), (op.version, target.key))
+            return (self._bind(target, "delete", (), (op.version, target.key)),)
         values = self._values(target, op, call)
         if not values and not self.write_id_only_entries:
             counts.skipped_id_only += 1
@@ -166,7 +177,7 @@ class CassandraWriter:
             counts.partial_writes += 1
         else:
             counts.inserts += 1
-        return self._bind_insert(target, op, encoded)
+        return (self._bind_insert(target, op, encoded),)
 
     def _replaces(self, op: Operation) -> bool:
         return op.op is OpType.UPDATE or (op.op is OpType.WRITE and self.replace_on_write)
@@ -284,26 +295,30 @@ class CassandraWriter:
         params = (target.key, op.version, *(encoded[n] for n in names), op.version)
         return self._bind(target, "insert", names, params)
 
-    def _bind_replace(self, target: _Target, op: Operation, encoded: dict[str, Any]) -> Any:
+    def _bind_replace(self, target: _Target, op: Operation, encoded: dict[str, Any]) -> Unit:
         if self.replace_mode == "nulls":
             row = {target.layout.id_column: target.key, VERSION_COLUMN: op.version, **encoded}
             doc = row_json(row, target.state.columns)
-            return self._bind(target, "replace-json", (), (doc, op.version))
-        from cassandra.query import BatchStatement, BatchType
-
-        batch = BatchStatement(BatchType.UNLOGGED, consistency_level=self.consistency_level)
-        batch.add(self._bind_insert(target, op, encoded))
-        batch.add(self._bind(target, "delete", (), (op.version - 1, target.key)))
-        batch.is_idempotent = True
-        return batch
+            return (self._bind(target, "replace-json", (), (doc, op.version)),)
+        return (
+            self._bind_insert(target, op, encoded),
+            self._bind(target, "delete", (), (op.version - 1, target.key)),
+        )
 
     def _flush(self, call: _Call) -> None:
-        """Execute the pending statements, ``concurrency`` at a time."""
-        statements, call.pending = call.pending, []
-        if not statements:
+        """Execute the pending writes, grouped into requests, ``concurrency`` at a time."""
+        units, call.pending = call.pending, []
+        if not units:
             return
         from cassandra.concurrent import execute_concurrent
 
+        statements = group_requests(
+            units,
+            replicas_of=replica_key(self.session),
+            max_partitions=self.batch_partitions,
+            max_bytes=self.batch_max_bytes,
+            consistency_level=self.consistency_level,
+        )
         results = execute_concurrent(
             self.session,
             [(statement, None) for statement in statements],
@@ -314,6 +329,6 @@ class CassandraWriter:
         failures = [r.result_or_exc for r in results if not r.success]
         if failures:
             raise StoreError(
-                f"{len(failures)} of {len(statements)} Cassandra writes failed "
+                f"{len(failures)} of {len(statements)} Cassandra write requests failed "
                 f"(first: {type(failures[0]).__name__})"
             ) from failures[0]

@@ -106,8 +106,24 @@ class Result:
     result_or_exc: Any
 
 
+class FakeBatch:
+    def __init__(self, batch_type: Any, consistency_level: Any = None) -> None:
+        self.statements: list[Bound] = []
+        self.is_idempotent = False
+
+    def add(self, statement: Bound) -> None:
+        self.statements.append(statement)
+
+
+def flat(requests: list[Any]) -> list[Bound]:
+    """The statements of the executed requests, batches opened."""
+    return [s for r in requests for s in (r.statements if isinstance(r, FakeBatch) else [r])]
+
+
 @pytest.fixture
 def executed(monkeypatch: pytest.MonkeyPatch) -> list[Bound]:
+    """The requests the writer executed (a lone statement, or a ``FakeBatch``)."""
+    monkeypatch.setattr("cassandra.query.BatchStatement", FakeBatch)
     statements: list[Bound] = []
 
     def fake_execute(session: Any, pairs: list[tuple[Bound, None]], **kwargs: Any) -> list[Result]:
@@ -173,19 +189,9 @@ def test_update_in_nulls_mode_replaces_the_row_in_one_json_insert(executed: list
     assert writer.counters.replaces == 1
 
 
-class FakeBatch:
-    def __init__(self, batch_type: Any, consistency_level: Any = None) -> None:
-        self.statements: list[Bound] = []
-        self.is_idempotent = False
-
-    def add(self, statement: Bound) -> None:
-        self.statements.append(statement)
-
-
 def test_write_and_update_replace_with_a_row_deletion_one_below_the_version(
-    executed: list[Any], monkeypatch: pytest.MonkeyPatch
+    executed: list[Any],
 ) -> None:
-    monkeypatch.setattr("cassandra.query.BatchStatement", FakeBatch)
     writer = make_writer()
     writer.apply([op(OpType.WRITE, 6, {"id": 1, "name": "a", "address": None})], TYPES)
     writer.apply([op(OpType.UPDATE, 9, {"id": 1, "address": {"no": 2}})], TYPES)
@@ -255,10 +261,12 @@ def test_remove_and_take_delete_with_version_timestamp(
     writer: CassandraWriter, executed: list[Bound]
 ) -> None:
     writer.apply([op(OpType.REMOVE, 7, None), op(OpType.TAKE, 8, {"id": 1})], TYPES)
-    assert [b.cql for b in executed] == [
+    (batch,) = executed  # one request: the rows share their replicas
+    assert isinstance(batch, FakeBatch) and batch.is_idempotent
+    assert [b.cql for b in flat(executed)] == [
         f'DELETE FROM "ks"."{TABLE}" USING TIMESTAMP ? WHERE "id" = ?'
     ] * 2
-    assert [b.params for b in executed] == [(7, 1), (8, 1)]
+    assert [b.params for b in flat(executed)] == [(7, 1), (8, 1)]
     assert writer.counters.deletes == 2
 
 
