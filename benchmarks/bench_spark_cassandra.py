@@ -6,6 +6,9 @@ Both load the same rows into the same Cassandra in the same run:
 - pipeline: ``StorePipeline`` (Kafka source, JVM envelope decode, mapInArrow, the shared
   Cassandra mapping) with an ``available_now`` trigger, timed from start to finish.
 
+For reference, each round also times the same ``CassandraWriter`` fed directly from Python
+(no Kafka, no Spark): what the store takes from this writer, so the part Spark costs shows.
+
 A single Cassandra on two shared cores drifts a lot between runs (memtable flushes,
 compactions, JIT), so the two are measured ``--repeat`` times, alternating which goes
 first, each into a table of its own; the figure is the median of the per-round ratios.
@@ -47,6 +50,20 @@ def _baseline(session: Any, keyspace: str, rows: int) -> float:
     return timed(lambda: execute_concurrent_with_args(session, insert, params, concurrency=64))
 
 
+def _direct(keyspace: str, rows: int) -> float:
+    """The pipeline's writer without Spark: operations built in memory, one ``apply``."""
+    from gridstream.spark.sinks.cassandra import open_writer
+    from gridstream.stores.cassandra import CassandraConfig
+
+    connection, writer = open_writer(CassandraConfig(keyspace=keyspace, concurrency=64))
+    try:
+        ops, types = operations(rows), {ITEM.name: ITEM}
+        writer.apply(ops[:1], types)  # the table and the prepared statements
+        return timed(lambda: writer.apply(ops, types))
+    finally:
+        connection.close()
+
+
 def _pipeline(spark: Any, topic: str, keyspace: str, rows: int) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as tmp:
         config = PipelineConfig.model_validate({
@@ -86,6 +103,7 @@ def main() -> int:
     spark = get_spark(app_name="bench-spark-cassandra")
     baseline: list[float] = []
     pipeline: list[float] = []
+    direct: list[float] = []
     try:
         produce(topic, operations(args.rows))
         warm = make_topic(1)
@@ -103,8 +121,11 @@ def main() -> int:
             pipeline.append(seconds)
             if round_ % 2 == 1:
                 baseline.append(_baseline(session, keyspace, args.rows))
+            keyspaces.append(_keyspace(session))
+            direct.append(_direct(keyspaces[-1], args.rows))
             print(f"round {round_ + 1}: baseline {baseline[-1]:.2f}s, "
-                  f"pipeline {pipeline[-1]:.2f}s", file=sys.stderr, flush=True)
+                  f"pipeline {pipeline[-1]:.2f}s, direct writer {direct[-1]:.2f}s",
+                  file=sys.stderr, flush=True)
     finally:
         delete_topic(topic)
         for keyspace in keyspaces:
@@ -122,8 +143,11 @@ def main() -> int:
         "pipeline_rows_per_s": round(args.rows / pipe_s),
         "pipeline_vs_baseline": round(statistics.median(ratios), 3),
         "ratios": [round(r, 3) for r in ratios],
+        "direct_writer_rows_per_s": round(args.rows / statistics.median(direct)),
+        "pipeline_vs_direct_writer": round(statistics.median(direct) / pipe_s, 3),
         "baseline_s": [round(s, 2) for s in baseline],
         "pipeline_s": [round(s, 2) for s in pipeline],
+        "direct_writer_s": [round(s, 2) for s in direct],
     }
     print(json.dumps(result, indent=2))
     return 0
