@@ -15,6 +15,7 @@ from typing import Any, Literal
 from gridstream.errors import InvalidEntryError
 from gridstream.model import normalize_value
 from gridstream.operations import TypeDescriptor
+from gridstream.paths import set_path, unset_path
 
 __all__ = [
     "MISSING",
@@ -110,14 +111,14 @@ def apply_changes(
         _check_path(step, descriptor, data)
         touched[step.path] = None
         if step.action == "unset":
-            _unset(data, step.path, descriptor)
+            unset_path(data, step.path, descriptor.fixed_names())
             continue
         value = normalize_value(step.value, step.path)
         if step.action == "increment":
             value = _incremented(get_path(data, step.path), value, step.path)
         elif step.action != "set":
             raise InvalidEntryError(f"unknown change action {step.action!r}")
-        _set(data, step.path, value)
+        set_path(data, step.path, value, replace_scalars=False)
     changed: dict[str, Any] = {}
     removed: list[str] = []
     for path in _outermost(touched):
@@ -147,9 +148,9 @@ def replay_changes(
 ) -> None:
     """Apply a logged change (from ``apply_changes``) to ``data`` in place."""
     for path, value in changed.items():
-        _set(data, path, value)
+        set_path(data, path, value, replace_scalars=False)
     for path in removed:
-        _unset(data, path, descriptor)
+        unset_path(data, path, descriptor.fixed_names())
 
 
 def _check_path(step: Change, descriptor: TypeDescriptor, data: dict[str, Any]) -> None:
@@ -176,38 +177,3 @@ def _incremented(current: Any, delta: Any, path: str) -> Any:
         current, delta = Decimal(str(current)), Decimal(str(delta))
     return current + delta
 
-
-def _parent(data: dict[str, Any], path: str, create: bool) -> tuple[dict[str, Any] | None, str]:
-    *parents, leaf = path.split(".")
-    node = data
-    for part in parents:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            if not create:
-                return None, leaf
-            if child is not None:
-                raise InvalidEntryError(f"property {path!r}: {part!r} is not a map")
-            child = node[part] = {}
-        node = child
-    return node, leaf
-
-
-def _set(data: dict[str, Any], path: str, value: Any) -> None:
-    if path in data:  # a top-level name that contains dots, e.g. "kafka.topic"
-        data[path] = value
-        return
-    node, leaf = _parent(data, path, create=True)
-    assert node is not None
-    node[leaf] = value
-
-
-def _unset(data: dict[str, Any], path: str, descriptor: TypeDescriptor) -> None:
-    if path in descriptor.fixed_names():
-        data[path] = None  # a declared field stays, empty
-        return
-    if path in data:
-        del data[path]
-        return
-    node, leaf = _parent(data, path, create=False)
-    if node is not None:
-        node.pop(leaf, None)

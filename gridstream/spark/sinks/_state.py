@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from gridstream.paths import set_path, unset_path
 from gridstream.spark._rows import parse_data
 
 __all__ = ["EntityState", "FoldResult", "OpRow", "fold"]
@@ -102,35 +103,6 @@ def _apply_partial(data: dict[str, Any], row: OpRow, fixed_names: frozenset[str]
         data.update((k, v) for k, v in values.items() if v is not None)
         return
     for path, value in values.items():
-        _set_path(data, path, value)
+        set_path(data, path, value, replace_scalars=True)
     for path in row.removed:
-        _unset_path(data, path, fixed_names)
-
-
-def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
-    if path in data or "." not in path:
-        data[path] = value
-        return
-    *parents, leaf = path.split(".")
-    node = data
-    for part in parents:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = node[part] = {}
-        node = child
-    node[leaf] = value
-
-
-def _unset_path(data: dict[str, Any], path: str, fixed_names: frozenset[str]) -> None:
-    if path in fixed_names:
-        data[path] = None
-        return
-    if path in data:
-        del data[path]
-        return
-    *parents, leaf = path.split(".")
-    node: Any = data
-    for part in parents:
-        node = node.get(part) if isinstance(node, dict) else None
-    if isinstance(node, dict):
-        node.pop(leaf, None)
+        unset_path(data, path, fixed_names)

@@ -6,6 +6,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from gridstream.paths import remove_in, set_in
+
 __all__ = ["REMOVE", "edit_path"]
 
 REMOVE: Any = object()
@@ -18,17 +20,8 @@ def edit_path(value: Any, path: tuple[str, ...], new: Any) -> Any:
     if new is REMOVE and not isinstance(value, Mapping):
         return value
     root = dict(copy.deepcopy(value)) if isinstance(value, Mapping) else {}
-    node = root
-    for segment in path[:-1]:
-        child = node.get(segment)
-        if not isinstance(child, dict):
-            if new is REMOVE:
-                return root
-            child = dict(child) if isinstance(child, Mapping) else {}
-            node[segment] = child
-        node = child
     if new is REMOVE:
-        node.pop(path[-1], None)
+        remove_in(root, path)
     else:
-        node[path[-1]] = new
+        set_in(root, path, new, replace_scalars=True)
     return root
