@@ -7,7 +7,9 @@ with its original key, value and headers, plus headers saying why and where it c
 from: ``gs.error.reason``, ``gs.error.topic``, ``gs.error.partition``,
 ``gs.error.offset``, ``gs.error.pipeline``. Spark's Kafka writer is at-least-once: a
 re-run batch may write a dead letter twice; ``(gs.error.topic, gs.error.partition,
-gs.error.offset)`` identifies it.
+gs.error.offset)`` identifies it. The batch's offsets are committed only after both its
+dead letters and its valid records are written, in whichever order the pipeline writes
+them, so a crash in between loses neither.
 """
 
 from __future__ import annotations

@@ -1,15 +1,18 @@
 """A store pipeline: Kafka topics → decode in the JVM → one store, checkpointed.
 
-Each micro-batch (``foreachBatch``) is decoded once and cached, malformed records are
-handled by policy (fail or dead-letter, never dropped), and the valid operations go to
-the sink. Offsets live in the checkpoint and are committed by Spark only after the batch
-function returns, so a crash at any point replays the batch, which every sink applies
-idempotently (effectively-once).
+Each micro-batch (``foreachBatch``) is decoded in the JVM, malformed records are handled
+by policy (fail or dead-letter, never dropped), and the valid operations go to the sink:
+in one Spark action that also counts the batch when the sink allows it
+(``BatchSink.single_pass``), else after caching and counting the batch. Offsets live in
+the checkpoint and are committed by Spark only after the batch function returns, so a
+crash at any point replays the batch, which every sink applies idempotently
+(effectively-once).
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,12 +22,12 @@ from gridstream.errors import ConfigError
 from gridstream.kafka import redact
 from gridstream.spark.config import PipelineConfig, parse_trigger
 from gridstream.spark.dead_letter import ErrorPolicy, raise_first, write_dead_letters
-from gridstream.spark.envelope import decode_envelopes
+from gridstream.spark.envelope import MalformedEnvelopeError, decode_envelopes
 from gridstream.spark.sinks import BatchSink, SinkResult, create_sink
 from gridstream.spark.types import TypeRegistry
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, Observation, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["BatchReport", "StorePipeline"]
@@ -137,27 +140,79 @@ class StorePipeline:
     def process_batch(self, records: DataFrame, batch_id: int) -> BatchReport:
         """Decode, apply the error policy, write to the sink (also usable on a batch
         DataFrame read from Kafka, e.g. to replay a range by hand)."""
+        started = time.monotonic()
+        decoded = decode_envelopes(records)
+        if self.sink.single_pass:
+            total, bad, dead, result = self._single_pass(decoded, batch_id)
+        else:
+            total, bad, dead, result = self._cached(decoded, batch_id)
+        return BatchReport(self.name, batch_id, total, bad, dead, result,
+                           time.monotonic() - started)
+
+    def _cached(self, decoded: DataFrame, batch_id: int) -> tuple[int, int, int, SinkResult]:
+        """Cache the batch, count it, handle the malformed records, then write the rest."""
         import pyspark.sql.functions as F
         from pyspark import StorageLevel
 
-        started = time.monotonic()
-        decoded = decode_envelopes(records).persist(StorageLevel.MEMORY_AND_DISK)
+        cached = decoded.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            counts = {bool(r["ok"]): int(r["count"]) for r in decoded.groupBy(
-                F.col("error").isNull().alias("ok")).count().collect()}
-            good, bad = counts.get(True, 0), counts.get(False, 0)
-            dead = self._malformed(decoded, bad) if bad else 0
-            result = (self.sink.write(decoded.where(F.col("error").isNull()), batch_id)
+            good, bad = _count(cached)
+            dead = self._malformed(cached, bad) if bad else 0
+            result = (self.sink.write(cached.where(F.col("error").isNull()), batch_id)
                       if good else SinkResult())
         finally:
-            decoded.unpersist()
-        return BatchReport(self.name, batch_id, good + bad, bad, dead, result,
-                           time.monotonic() - started)
+            cached.unpersist()
+        return good + bad, bad, dead, result
+
+    def _single_pass(self, decoded: DataFrame, batch_id: int) -> tuple[int, int, int, SinkResult]:
+        """The sink's one action reads the batch once and counts it on the way.
+
+        Under ``fail`` a malformed record fails that action (nothing of the batch becomes
+        visible: see ``BatchSink.single_pass``) and the batch is read again only to name
+        the first bad record. Under ``dead_letter`` the valid records are written first
+        and the batch is read again only when it had malformed ones, to dead-letter them;
+        the batch's offsets are committed after both, so a crash in between re-runs the
+        batch (the sink replaces its own output, dead letters are at-least-once).
+        """
+        import pyspark.sql.functions as F
+        from pyspark.sql import Observation
+
+        seen = Observation()
+        observed = decoded.observe(seen, F.count(F.lit(1)).alias("records"),
+                                   F.count(F.col("error")).alias("malformed"))
+        fail = self.config.error_handling_policy is ErrorPolicy.FAIL
+        # Spark never pushes a filter below an observation: it counts every record, and
+        # the filter on ``error`` does not evaluate the decode twice (_malformed_rows).
+        valid = observed.where(_valid_or_raise() if fail else F.col("error").isNull())
+        try:
+            result = self.sink.write(valid, batch_id)
+        except Exception as exc:
+            if fail:
+                self._raise_if_malformed(decoded, exc)
+            raise
+        metrics = _observed(seen, _OBSERVATION_WAIT_S)
+        if metrics is None:  # never seen in practice; counting again is always correct
+            good, bad = _count(decoded)
+            total = good + bad
+        else:
+            total, bad = int(metrics["records"]), int(metrics["malformed"])
+        dead = self._malformed(decoded, bad) if bad else 0
+        return total, bad, dead, result
+
+    def _raise_if_malformed(self, decoded: DataFrame, failure: Exception) -> None:
+        """After a failed write under ``fail``: raise ``MalformedEnvelopeError`` if the
+        batch has malformed records (the failure was theirs), else return."""
+
+        bad = _malformed_rows(decoded)
+        count = int(bad.count())
+        if count:
+            try:
+                raise_first(bad, count, self.name)
+            except MalformedEnvelopeError as malformed:
+                raise malformed from failure
 
     def _malformed(self, decoded: DataFrame, count: int) -> int:
-        import pyspark.sql.functions as F
-
-        bad = decoded.where(F.col("error").isNotNull())
+        bad = _malformed_rows(decoded)
         if self.config.error_handling_policy is ErrorPolicy.FAIL:
             raise_first(bad, count, self.name)
         topic = self.config.dead_letter_topic
@@ -165,6 +220,57 @@ class StorePipeline:
             raise ConfigError(f"pipeline {self.name!r} has no dead_letter_topic")
         write_dead_letters(bad, topic, self.name, self._client_options())
         return count
+
+
+_OBSERVATION_WAIT_S = 60.0
+"""How long to wait for a finished action's observed counts before counting again."""
+
+
+def _count(decoded: DataFrame) -> tuple[int, int]:
+    """(valid, malformed) records of a decoded batch, in one job."""
+    import pyspark.sql.functions as F
+
+    counts = {bool(r["ok"]): int(r["count"]) for r in decoded.groupBy(
+        F.col("error").isNull().alias("ok")).count().collect()}
+    return counts.get(True, 0), counts.get(False, 0)
+
+
+def _malformed_rows(decoded: DataFrame) -> DataFrame:
+    """The malformed records of a decoded batch.
+
+    The observation is a barrier: Spark pushes a filter on ``error`` through the decode's
+    projections but never through ``observe``, and a pushed filter evaluates ``from_json``
+    once per field the checks read (several times slower than decoding once).
+    """
+    import pyspark.sql.functions as F
+
+    barrier = decoded.observe(f"gs_malformed_{uuid.uuid4().hex}", F.count(F.lit(1)))
+    return barrier.where(F.col("error").isNotNull())
+
+
+def _valid_or_raise() -> Column:
+    """True for a valid record; a malformed one fails the task that reads it."""
+    import pyspark.sql.functions as F
+
+    reason = F.format_string("malformed envelope at %s[%d]@%d: %s", F.col("topic"),
+                             F.col("kafka_partition"), F.col("offset"), F.col("error"))
+    return F.when(F.col("error").isNull(), F.lit(True)).otherwise(F.raise_error(reason))
+
+
+def _observed(seen: Observation, timeout_s: float) -> dict[str, Any] | None:
+    """The metrics of an observation whose action has succeeded, or None if they have
+    not arrived within ``timeout_s`` (they come through Spark's listener bus)."""
+    future = seen._jo.future() if seen._jo is not None else None
+    if future is None:
+        return None
+    deadline = time.monotonic() + timeout_s
+    pause = 0.001
+    while not future.isCompleted():
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+    return dict(seen.get)
 
 
 def _text(value: Any) -> str:

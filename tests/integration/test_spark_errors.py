@@ -97,6 +97,66 @@ def test_malformed_envelope_fails_then_dead_letters_from_the_same_offsets(
             assert message.value() == b"not json at all" and headers["trace"] == b"t-1"
 
 
+def test_parquet_change_log_fails_in_its_write_then_dead_letters_after_it(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    """The single-pass sink: the write itself fails on a malformed record (nothing
+    published), and under dead_letter the counts come from the write's observation."""
+    topic, dlq = topic_factory(2), topic_factory(1)
+    workload = Workload(seed=23)
+    ops = workload.run(40, orders=2)
+    produce(kafka_bootstrap, {PERSON.name: topic, ORDER: topic}, ops[:20])
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topic, b'{"op": "EXPLODE", "type": "x"}', b"bad-1", partition=0)
+    producer.produce(topic, b"not json at all", b"bad-2", partition=1)
+    producer.produce(topic, None, b"bad-3", partition=1)
+    producer.flush(30)
+    produce(kafka_bootstrap, {PERSON.name: topic, ORDER: topic}, ops[20:])
+    log = tmp_path / "changes"
+    sink = {"kind": "parquet", "path": str(log)}
+
+    failing = _pipeline(kafka_bootstrap, tmp_path, topic, sink)
+    assert _run(spark, failing) is not None
+    failure = failing.failure
+    assert isinstance(failure, MalformedEnvelopeError), repr(failure)
+    assert failure.count == 3 and failure.topic == topic
+    assert (failure.partition, failure.offset) == min(
+        [(0, _offset_of(kafka_bootstrap, topic, 0, b"bad-1")),
+         (1, _offset_of(kafka_bootstrap, topic, 1, b"bad-2"))])
+    assert _commits(tmp_path / "ckpt") == []
+    assert not list(log.glob("type=*/date=*/*.parquet"))  # nothing published
+
+    lenient = _pipeline(kafka_bootstrap, tmp_path, topic, sink,
+                        errorHandlingPolicy="dead_letter", dead_letter_topic=dlq)
+    assert _run(spark, lenient) is None
+    assert sum(r.records for r in lenient.reports) == len(ops) + 3
+    assert sum(r.malformed for r in lenient.reports) == 3
+    assert sum(r.dead_lettered for r in lenient.reports) == 3
+    assert sum(r.result.applied for r in lenient.reports) == len(ops)
+    changes = spark.read.parquet(str(log))
+    assert changes.count() == len(ops)
+    assert {r["version"] for r in changes.select("version").collect()} == \
+        {op.version for op in ops}
+    letters = _dead_letters(kafka_bootstrap, dlq)
+    assert sorted(m.key() for m in letters) == [b"bad-1", b"bad-2", b"bad-3"]
+
+
+def _offset_of(bootstrap: str, topic: str, partition: int, key: bytes) -> int:
+    from confluent_kafka import TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-find",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    try:
+        for _ in range(30):
+            for message in consumer.consume(500, timeout=1.0):
+                if message.error() is None and message.key() == key:
+                    return int(message.offset())
+    finally:
+        consumer.close()
+    raise AssertionError(f"{key!r} not found in {topic}[{partition}]")
+
+
 class _OpenedThenLost(CassandraSink):
     """A Cassandra sink whose store disappears after ``open``."""
 

@@ -36,6 +36,12 @@ class BatchSink(ABC):
     """Writes micro-batches of operations into one store."""
 
     kind: ClassVar[str]
+    single_pass: ClassVar[bool] = False
+    """True when ``write`` reads the frame in exactly one Spark action that either
+    succeeds or leaves nothing of the batch visible in the store. The pipeline then
+    counts the batch inside that action (an ``Observation``) and, under the ``fail``
+    policy, lets a malformed record fail it; otherwise it caches and counts the batch
+    before calling ``write``."""
 
     def open(self, spark: SparkSession) -> None:  # noqa: B027 - optional hook
         """Prepare the store (connect, create what is missing) before the first batch."""

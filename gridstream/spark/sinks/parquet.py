@@ -42,6 +42,7 @@ class ParquetSink(BatchSink):
     """Appends each batch to the change log at ``path`` (see the module docstring)."""
 
     kind = "parquet"
+    single_pass = True  # one write job; a failed job leaves only ``_staging`` behind
 
     def __init__(self, path: str, *, compression: str = "zstd") -> None:
         self.path = path.rstrip("/")
@@ -51,10 +52,13 @@ class ParquetSink(BatchSink):
         return f"parquet {self.path}"
 
     def write(self, operations: DataFrame, batch_id: int) -> SinkResult:
+        import pyspark.sql.functions as F
+        from pyspark.sql import Observation
+
         spark = operations.sparkSession
         staging = f"{self.path}/_staging/batch={batch_id}"
-        frame = change_log_frame(operations)
-        count = int(operations.count())
+        rows = Observation()
+        frame = change_log_frame(operations).observe(rows, F.count(F.lit(1)).alias("rows"))
         try:
             (frame.write.mode("overwrite").option("compression", self.compression)
              .partitionBy("type", "date").parquet(staging))
@@ -64,32 +68,34 @@ class ParquetSink(BatchSink):
         except Exception as exc:
             raise StoreError(f"writing change-log batch {batch_id} to {self.path} failed") \
                 from exc
+        count = int(rows.get["rows"])
         return SinkResult(operations=count, applied=count, details={"files": moved})
 
 
 def _publish(spark: SparkSession, root: str, staging: str, batch_id: int) -> int:
-    """Move the staged files into their partitions under batch-derived names."""
+    """Move the staged files into their partitions under batch-derived names, after
+    deleting whatever an earlier attempt of the same batch published."""
     jvm: Any = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     path_cls = jvm.org.apache.hadoop.fs.Path
+    stat2paths = jvm.org.apache.hadoop.fs.FileUtil.stat2Paths
     stage_path = path_cls(staging)
     fs = stage_path.getFileSystem(conf)
     prefix = f"batch-{batch_id:012d}-"
-    for old in fs.globStatus(path_cls(f"{root}/type=*/date=*/{prefix}*")) or []:
-        fs.delete(old.getPath(), False)
-    files = fs.listFiles(stage_path, True)
-    staged: list[tuple[str, Any]] = []
-    while files.hasNext():
-        status = files.next()
-        name = status.getPath().getName()
-        if name.endswith(".parquet") and not name.startswith(("_", ".")):
-            rel = status.getPath().getParent().toString()[len(fs.makeQualified(stage_path)
-                                                              .toString()) + 1:]
-            staged.append((rel, status.getPath()))
-    for n, (rel, source) in enumerate(sorted(staged, key=lambda item: item[1].toString())):
-        target_dir = path_cls(f"{root}/{rel}")
-        fs.mkdirs(target_dir)
-        if not fs.rename(source, path_cls(target_dir, f"{prefix}{n:05d}.parquet")):
-            raise StoreError(f"could not move {source.toString()} into {root}/{rel}")
+    old = fs.globStatus(path_cls(f"{root}/type=*/date=*/{prefix}*"))
+    for path in stat2paths(old) if old else []:
+        fs.delete(path, False)
+    stage_root = fs.makeQualified(stage_path).toString()
+    found = fs.globStatus(path_cls(f"{staging}/type=*/date=*/*.parquet"))
+    listed = (p.toString() for p in (stat2paths(found) if found else []))
+    staged = sorted(p for p in listed if not p[p.rindex("/") + 1:].startswith(("_", ".")))
+    made: set[str] = set()
+    for n, source in enumerate(staged):
+        rel = source[len(stage_root) + 1:source.rindex("/")]
+        if rel not in made:
+            fs.mkdirs(path_cls(f"{root}/{rel}"))
+            made.add(rel)
+        if not fs.rename(path_cls(source), path_cls(f"{root}/{rel}/{prefix}{n:05d}.parquet")):
+            raise StoreError(f"could not move {source} into {root}/{rel}")
     fs.delete(stage_path, True)
     return len(staged)
