@@ -47,14 +47,14 @@ def _commits(checkpoint: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
 
-def _dead_letters(bootstrap: str, topic: str) -> list[Any]:
+def _dead_letters(bootstrap: str, topic: str, expected: int = 1) -> list[Any]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check",
                          "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
     found: list[Any] = []
     for _ in range(30):
         found += [m for m in consumer.consume(100, timeout=1.0) if m.error() is None]
-        if found:
+        if len(found) >= expected:
             break
     consumer.close()
     return found
@@ -69,6 +69,7 @@ def test_malformed_envelope_fails_then_dead_letters_from_the_same_offsets(
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     producer.produce(topic, b'{"op": "EXPLODE", "type": "x"}', b"bad-1")
     producer.produce(topic, b"not json at all", b"bad-2", headers=[("trace", b"t-1")])
+    producer.produce(topic, b"\x81\xa2op\xa5WRITE", b"bad-3", headers=[("gs.codec", b"msgpack")])
     producer.flush(30)
     produce(kafka_bootstrap, {PERSON.name: topic, ORDER: topic}, workload.run(30, orders=3))
     db = tmp_path / "store.db"
@@ -77,24 +78,28 @@ def test_malformed_envelope_fails_then_dead_letters_from_the_same_offsets(
     failing = _pipeline(kafka_bootstrap, tmp_path, topic, sink)
     assert _run(spark, failing) is not None
     assert isinstance(failing.failure, MalformedEnvelopeError)
-    assert failing.failure.count == 2 and failing.failure.offset == 30
+    assert failing.failure.count == 3 and failing.failure.offset == 30
     assert _commits(tmp_path / "ckpt") == []  # offsets not advanced
     assert not db.exists() or db.stat().st_size == 0 or not _has_rows(db)
 
     lenient = _pipeline(kafka_bootstrap, tmp_path, topic, sink,
                         errorHandlingPolicy="dead_letter", dead_letter_topic=dlq)
     assert _run(spark, lenient) is None
-    assert sum(r.dead_lettered for r in lenient.reports) == 2
+    assert sum(r.dead_lettered for r in lenient.reports) == 3
     check_sql(str(db), workload)
-    letters = _dead_letters(kafka_bootstrap, dlq)
-    assert sorted(m.key() for m in letters) == [b"bad-1", b"bad-2"]
+    letters = _dead_letters(kafka_bootstrap, dlq, expected=3)
+    assert sorted(m.key() for m in letters) == [b"bad-1", b"bad-2", b"bad-3"]
     for message in letters:
+        # the stream reads no headers: these come from reading the bad offsets again
         headers = dict(message.headers() or [])
         assert headers[H_TOPIC].decode() == topic
-        assert int(headers[H_OFFSET]) in (30, 31)
+        assert int(headers[H_OFFSET]) in (30, 31, 32)
         assert headers[H_REASON]
         if message.key() == b"bad-2":
             assert message.value() == b"not json at all" and headers["trace"] == b"t-1"
+        if message.key() == b"bad-3":
+            assert headers["gs.codec"] == b"msgpack"
+            assert headers[H_REASON].startswith(b"record codec is not json")
 
 
 def test_parquet_change_log_fails_in_its_write_then_dead_letters_after_it(
@@ -137,7 +142,7 @@ def test_parquet_change_log_fails_in_its_write_then_dead_letters_after_it(
     assert changes.count() == len(ops)
     assert {r["version"] for r in changes.select("version").collect()} == \
         {op.version for op in ops}
-    letters = _dead_letters(kafka_bootstrap, dlq)
+    letters = _dead_letters(kafka_bootstrap, dlq, expected=3)
     assert sorted(m.key() for m in letters) == [b"bad-1", b"bad-2", b"bad-3"]
 
 
