@@ -4,26 +4,32 @@
    (one Kafka transaction per batch) and at-least-once, against a raw idempotent
    producer sending the very same keys, values and headers in the same run.
 2. Latency: a space is written at a fixed rate while ``python -m gridstream.mirror`` runs
-   as a separate process; a read_committed consumer measures the time from the space's
-   commit timestamp to the record being visible in Kafka (p50/p99). By default
-   (``--consumer receipt``) each record is stamped when ``poll()`` hands it over, then
-   decoded and checked; ``--consumer batch`` is the older measure: ``OperationConsumer``
-   batches of up to 1000 records (5 ms timeout), stamped after the whole batch was
-   decoded, which adds the batch wait and the decoding of the records before it.
+   as a separate process; a read_committed consumer, in a third process (so that it
+   does not share an interpreter lock with the writer), measures the time from the
+   space's commit timestamp to the record being visible in Kafka (p50/p99). By default
+   (``--consumer receipt``) each record is stamped when ``poll()`` hands it over; the
+   records are decoded and checked after the measurement (decoding them in the loop
+   would delay the stamps of the records behind them in the same fetch).
+   ``--consumer batch`` is the older measure: ``OperationConsumer`` batches of up to
+   1000 records (5 ms timeout), stamped after the whole batch was decoded, which adds
+   the batch wait and the decoding of the records before it.
 
 Prints one JSON line. Usage:
-python benchmarks/bench_mirror.py [--ops N] [--rate R] [--seconds S] [--consumer receipt|batch]
+python benchmarks/bench_mirror.py [--ops N] [--rate R] [--seconds S]
+    [--consumer receipt|batch] [--latency-only] [--mirror-arg=ARG ...]
+(``--mirror-arg`` passes an argument through to ``python -m gridstream.mirror``,
+e.g. ``--mirror-arg=-Xlinger.ms=1``.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -99,54 +105,71 @@ def _raw_rate(bootstrap: str, topic: str, ops: int) -> dict[str, float]:
 
 
 def _consume_on_receipt(bootstrap: str, topic: str, group: str, total: int,
-                        latencies: list[float], done: threading.Event) -> None:
-    """Stamp each record as ``poll()`` returns it, then decode it."""
+                        deadline_s: float) -> list[float]:
+    """Stamp each record as ``poll()`` returns it; decode and check them afterwards."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                          "enable.partition.eof": False, "fetch.wait.max.ms": 10})
-    decoder = OperationDecoder()
+    received: list[tuple[float, Any]] = []
     consumer.subscribe([topic])
     try:
-        while len(latencies) < total and not done.is_set():
+        while len(received) < total and time.monotonic() < deadline_s:
             msg = consumer.poll(0.05)
             if msg is None:
                 continue
-            seen = time.time() * 1000
+            received.append((time.time() * 1000, msg))
             if msg.error() is not None:
                 raise KafkaException(msg.error())
-            latencies.append(seen - decoder.decode(msg.value(), msg.headers()).ts)
     finally:
         consumer.close()
+    decoder = OperationDecoder()
+    latencies = []
+    for seen, msg in received:
+        envelope = decoder.decode(msg.value(), msg.headers())
+        if envelope.ts != msg.timestamp()[1]:
+            raise AssertionError(f"record timestamp {msg.timestamp()} != envelope ts {envelope.ts}")
+        latencies.append(seen - envelope.ts)
+    return latencies
 
 
 def _consume_batches(bootstrap: str, topic: str, group: str, total: int,
-                     latencies: list[float], done: threading.Event) -> None:
+                     deadline_s: float) -> list[float]:
     """Batches of decoded records, stamped once the batch is decoded."""
     consumer = OperationConsumer(bootstrap, topics=[topic], group_id=group,
                                  consumer_properties={"fetch.wait.max.ms": 10})
+    latencies: list[float] = []
     with consumer:
-        while len(latencies) < total and not done.is_set():
+        while len(latencies) < total and time.monotonic() < deadline_s:
             for r in consumer.consume(1000, timeout_s=0.005):
                 latencies.append(time.time() * 1000 - r.envelope.ts)
+    return latencies
+
+
+def _consumer_process(kind: str, bootstrap: str, topic: str, group: str, total: int,
+                      ready: Any, results: Any) -> None:
+    consume = _consume_on_receipt if kind == "receipt" else _consume_batches
+    ready.set()
+    # the writer starts ~3 s later and runs total/rate seconds; 5 minutes bound a stall
+    results.put(consume(bootstrap, topic, group, total, time.monotonic() + 300))
 
 
 def _latency(bootstrap: str, topic: str, rate: int, seconds: float,
-             consumer: str = "receipt") -> dict[str, Any]:
-    consume = _consume_on_receipt if consumer == "receipt" else _consume_batches
+             consumer: str = "receipt", mirror_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as data_dir:
         space = Space.embedded("bench", data_dir=data_dir)
         space.introduce_type(_descriptor(topic))
         name = f"bench-lat-{uuid.uuid4().hex[:8]}"
         cmd = [sys.executable, "-m", "gridstream.mirror", "--data-dir", data_dir,
                "--bootstrap", bootstrap, "--name", name, "--metrics-interval", "0",
-               "--log-level", "WARNING"]
+               "--log-level", "WARNING", *mirror_args]
         proc = subprocess.Popen(cmd, cwd=REPO)
-        latencies: list[float] = []
         total = int(rate * seconds)
-        done = threading.Event()
-        reader = threading.Thread(target=consume,
-                                  args=(bootstrap, topic, name, total, latencies, done))
+        ready, results = context.Event(), context.Queue()
+        reader = context.Process(target=_consumer_process,
+                                 args=(consumer, bootstrap, topic, name, total, ready, results))
         reader.start()
+        ready.wait(60)
         time.sleep(3.0)  # the mirror process connects and the consumer joins
         started = time.monotonic()
         for i in range(total):
@@ -155,8 +178,8 @@ def _latency(bootstrap: str, topic: str, rate: int, seconds: float,
             if ahead > 0:
                 time.sleep(ahead)
         achieved = total / (time.monotonic() - started)
+        latencies: list[float] = results.get(timeout=360)
         reader.join(60)
-        done.set()
         proc.terminate()
         proc.wait(30)
         space.close()
@@ -177,6 +200,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--consumer", choices=["receipt", "batch"], default="receipt",
                         help="how the latency consumer stamps records (see the docstring)")
+    parser.add_argument("--latency-only", action="store_true",
+                        help="skip the throughput measurements")
+    parser.add_argument("--mirror-arg", action="append", default=[],
+                        help="an argument for the mirror process (repeatable)")
     args = parser.parse_args()
     (kafka,) = stack.services(["kafka"])
     kafka.up()
@@ -187,24 +214,34 @@ def main() -> None:
 
     for future in admin.create_topics([NewTopic(t, 3, 1) for t in topics]).values():
         future.result(30)
+    result: dict[str, Any] = {}
     try:
-        raw = _raw_rate(bootstrap, topics[0], args.ops)
-        eos = _mirror_rate(bootstrap, topics[1], args.ops, exactly_once=True)
-        alo = _mirror_rate(bootstrap, topics[2], args.ops, exactly_once=False)
-        latency = _latency(bootstrap, topics[3], args.rate, args.seconds, args.consumer)
+        if not args.latency_only:
+            result = _throughput(bootstrap, topics, args.ops)
+        latency = _latency(bootstrap, topics[3], args.rate, args.seconds, args.consumer,
+                           tuple(args.mirror_arg))
     finally:
         for future in admin.delete_topics(topics).values():
             future.result(30)
-    result = {
-        "ops": args.ops, "value_bytes": round(raw["value_bytes"]),
+    if args.mirror_arg:
+        result["mirror_args"] = args.mirror_arg
+    result["latency"] = {k: round(v, 1) if isinstance(v, float) else v
+                         for k, v in latency.items()}
+    print(json.dumps(result))
+
+
+def _throughput(bootstrap: str, topics: list[str], ops: int) -> dict[str, Any]:
+    raw = _raw_rate(bootstrap, topics[0], ops)
+    eos = _mirror_rate(bootstrap, topics[1], ops, exactly_once=True)
+    alo = _mirror_rate(bootstrap, topics[2], ops, exactly_once=False)
+    return {
+        "ops": ops, "value_bytes": round(raw["value_bytes"]),
         "raw_producer_ops_per_s": round(raw["ops_per_s"]),
         "mirror_exactly_once_ops_per_s": round(eos["ops_per_s"]),
         "mirror_at_least_once_ops_per_s": round(alo["ops_per_s"]),
         "ratio_exactly_once_vs_raw": round(eos["ops_per_s"] / raw["ops_per_s"], 3),
         "ratio_at_least_once_vs_raw": round(alo["ops_per_s"] / raw["ops_per_s"], 3),
-        "latency": {k: round(v, 1) if isinstance(v, float) else v for k, v in latency.items()},
     }
-    print(json.dumps(result))
 
 
 if __name__ == "__main__":
