@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batch-ms", type=int, default=2)
     p.add_argument("--poll-interval-ms", type=int, default=5)
     p.add_argument("--max-attempts", type=int, default=10, help="retries of a failed batch")
+    p.add_argument("--transactional-producers", type=int, choices=[1, 2], default=2,
+                   help="exactly-once: producers taking turns, one transaction each")
     p.add_argument("-X", "--producer-property", action="append", default=[],
                    metavar="KEY=VALUE", help="librdkafka producer property (repeatable)")
     p.add_argument("--metrics-interval", type=float, default=10.0,
@@ -71,6 +73,7 @@ def _endpoint(args: argparse.Namespace) -> KafkaSyncEndpoint:
         topic_property=args.topic_property, default_topic=args.default_topic,
         on_undeliverable=args.on_undeliverable, dead_letter_topic=args.dead_letter_topic,
         offsets_topic=args.offsets_topic,
+        transactional_producers=args.transactional_producers,
         topics=TopicSettings(create=not args.no_create_topics, partitions=args.partitions,
                              replication_factor=args.replication_factor),
     )

@@ -1,10 +1,19 @@
 """The Kafka sync endpoint: each mirror batch is one Kafka transaction.
 
 The batch's records and the mirror's new position (a record keyed by the mirror's name
-in a compacted offsets topic) commit together, and the transactional id is stable per
+in a compacted offsets topic) commit together, and the transactional ids are stable per
 mirror name, so a restarted mirror fences its zombie and resumes exactly where the last
 committed transaction ended: read_committed consumers see every operation exactly once.
 An at-least-once mode (idempotent producer, no transactions) is available too.
+
+Consecutive transactions alternate between two transactional producers (ids ``<id>``
+and ``<id>.1``; ``transactional_producers=1`` keeps one). Transactions still run one
+at a time, in log order, each committed before the next begins; the alternation only
+spares the next transaction the coordinator's refusal (``CONCURRENT_TRANSACTIONS``)
+to register partitions while the previous commit's markers are still being written,
+which librdkafka retries after a fixed 20 ms. Opening the endpoint initializes both
+ids — fencing a zombie on either and completing or aborting whatever it left open —
+before the position is read.
 """
 
 from __future__ import annotations
@@ -102,6 +111,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
         topics: TopicSettings | None = None,
         max_record_bytes: int | None = None,
         transaction_timeout_ms: int | None = None,
+        transactional_producers: int = 2,
         timeout_s: float = 30.0,
     ) -> None:
         props = KafkaProperties(producer_properties)
@@ -117,6 +127,9 @@ class KafkaSyncEndpoint(SyncEndpoint):
         if "bootstrap.servers" not in self._props:
             raise ConfigError("the kafka endpoint needs bootstrap servers")
         self.exactly_once = exactly_once
+        if transactional_producers not in (1, 2):
+            raise ConfigError("transactional_producers must be 1 or 2")
+        self.transactional_producers = transactional_producers
         self.encoder = OperationEncoder(codec, key_codec, message_factory)
         self.resolver = topic_resolver or DefaultTopicResolver(
             topic_property=topic_property, default_topic=default_topic)
@@ -131,6 +144,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
         self.records_sent = 0
         self.mirror_name: str | None = None
         self._producer: Producer | None = None
+        # the transactional producer of the next transaction but one (None: only one)
+        self._spare: Producer | None = None
         self._admin: AdminClient | None = None
         self._limits: dict[str, int] = {}
         self._needs_reset = False
@@ -154,6 +169,12 @@ class KafkaSyncEndpoint(SyncEndpoint):
         explicit = self._props.get_str("transactional.id")
         return explicit or f"gridstream-mirror-{self.mirror_name}"
 
+    @property
+    def transactional_ids(self) -> tuple[str, ...]:
+        """The ids of the producers that take turns: ``transactional_id`` first."""
+        base = self.transactional_id
+        return (base, f"{base}.1")[:self.transactional_producers]
+
     def _shared_config(self) -> dict[str, Any]:
         config = self._props.client_config()
         return {k: v for k, v in config.items() if k.startswith(SHARED_PREFIXES)}
@@ -169,7 +190,22 @@ class KafkaSyncEndpoint(SyncEndpoint):
                                     {"cleanup.policy": "compact", "segment.ms": "600000",
                                      "min.cleanable.dirty.ratio": "0.1"})], force=True)
             self._offsets_partition = self._position_partition(mirror_name)
-        self._producer = self._new_producer()
+        self._open_producers()
+
+    def _open_producers(self) -> None:
+        """The producer, and the spare when transactions alternate (initialized, so
+        that neither id has a transaction left open by a previous run)."""
+        if not self.exactly_once:
+            self._producer = self._new_producer(None)
+            return
+        ids = self.transactional_ids
+        self._producer = self._new_producer(ids[0])
+        if len(ids) > 1:
+            try:
+                self._spare = self._new_producer(ids[1])
+            except BaseException:
+                self._close_producers(purge=True)
+                raise
 
     def _position_partition(self, mirror_name: str) -> int:
         """The offsets-topic partition holding this mirror's position."""
@@ -189,11 +225,11 @@ class KafkaSyncEndpoint(SyncEndpoint):
                 raise EndpointError(f"offsets topic {self.offsets_topic!r} is not available")
             time.sleep(0.2)
 
-    def _new_producer(self) -> Producer:
+    def _new_producer(self, transactional_id: str | None) -> Producer:
         config: dict[str, Any] = self._props.client_config()
         config.pop("transactional.id", None)
-        if self.exactly_once:
-            config["transactional.id"] = self.transactional_id
+        if transactional_id is not None:
+            config["transactional.id"] = transactional_id
         else:
             config.pop("transaction.timeout.ms", None)
             config.setdefault("delivery.report.only.error", True)  # callbacks for failures
@@ -201,8 +237,12 @@ class KafkaSyncEndpoint(SyncEndpoint):
             producer = Producer(config)
         except KafkaException as exc:
             raise kafka_error("invalid kafka producer configuration", exc) from exc
-        if self.exactly_once:
-            self._init_transactions(producer)
+        if transactional_id is not None:
+            try:
+                self._init_transactions(producer)
+            except BaseException:
+                producer.close()
+                raise
         return producer
 
     def _init_transactions(self, producer: Producer) -> None:
@@ -228,19 +268,29 @@ class KafkaSyncEndpoint(SyncEndpoint):
                              self.timeout_s, expected_log=self._log_id)
 
     def close(self) -> None:
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            try:
-                if self._needs_reset:
+        try:
+            self._close_producers(purge=self._needs_reset)
+        finally:
+            self._admin = None
+
+    def _close_producers(self, *, purge: bool) -> None:
+        producers = [self._producer, self._spare]
+        self._producer = self._spare = None
+        try:
+            for producer in producers:
+                if producer is None:
+                    continue
+                if purge:
                     producer.purge(in_queue=True, in_flight=True, blocking=False)
                 else:
                     producer.flush(self.timeout_s)
-            finally:
-                with warnings.catch_warnings():
-                    # a fenced or failed producer warns that it cannot abort on close
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    producer.close()
-        self._admin = None
+        finally:
+            with warnings.catch_warnings():
+                # a fenced or failed producer warns that it cannot abort on close
+                warnings.simplefilter("ignore", RuntimeWarning)
+                for producer in producers:
+                    if producer is not None:
+                        producer.close()
 
     def _name(self) -> str:
         if self.mirror_name is None:
@@ -253,15 +303,13 @@ class KafkaSyncEndpoint(SyncEndpoint):
         return self._producer
 
     def _reset_if_needed(self) -> None:
-        """Replace a producer whose transaction state is unknown; ``init_transactions``
-        on the new one completes or aborts whatever the old one left open."""
+        """Replace the producers when a transaction's state is unknown;
+        ``init_transactions`` on the new ones completes or aborts whatever the old ones
+        left open."""
         if not self._needs_reset:
             return
-        old, self._producer = self._producer, None
-        if old is not None:
-            old.purge(in_queue=True, in_flight=True, blocking=False)
-            old.close()
-        self._producer = self._new_producer()
+        self._close_producers(purge=True)
+        self._open_producers()
         self._needs_reset = False
 
     # topics ----------------------------------------------------------------------------
@@ -422,6 +470,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
             self._produce_blocking(producer, self.offsets_topic, position, name.encode(),
                                    int(time.time() * 1000), [], self._offsets_partition)
             self._commit(producer)
+            if self._spare is not None:  # the other producer takes the next transaction
+                self._producer, self._spare = self._spare, producer
         except KafkaException as exc:
             self._fail_transaction(producer, exc)
         except BaseException:

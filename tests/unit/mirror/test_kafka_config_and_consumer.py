@@ -48,6 +48,11 @@ def test_transactional_id_is_stable_per_mirror_unless_named() -> None:
     named = KafkaSyncEndpoint("b:9092", producer_properties={"transactional.id": "p"},
                               transactional_id="explicit", transaction_timeout_ms=9000)
     assert named.transactional_id == "explicit"
+    assert named.transactional_ids == ("explicit", "explicit.1")
+    single = KafkaSyncEndpoint("b:9092", transactional_id="one", transactional_producers=1)
+    assert single.transactional_ids == ("one",)
+    with pytest.raises(ConfigError):
+        KafkaSyncEndpoint("b:9092", transactional_producers=3)
     assert named._props["transaction.timeout.ms"] == 9000
 
 

@@ -232,3 +232,24 @@ def test_a_reject_under_fail_aborts_the_transaction() -> None:
     kinds = [kind for kind, _ in producer.calls]
     assert kinds[0] == "begin" and kinds[-1] == "abort" and "commit" not in kinds
     assert endpoint.records_sent == 0
+
+
+def test_committed_transactions_alternate_between_the_two_producers() -> None:
+    endpoint = _endpoint(general=False)
+    first, second = FakeProducer(), FakeProducer()
+    endpoint._producer, endpoint._spare = first, second  # type: ignore[assignment]
+    batch = _bulks(MIXED[:2])
+    for _ in range(3):
+        endpoint.write_batch(batch, TYPES)
+    assert [kind for kind, _ in first.calls].count("commit") == 2
+    assert [kind for kind, _ in second.calls].count("commit") == 1
+    assert endpoint._producer is second and endpoint._spare is first
+
+
+def test_an_aborted_transaction_keeps_its_producer_for_the_retry() -> None:
+    endpoint = _endpoint(general=False, policy="fail")
+    first, second = FakeProducer(), FakeProducer()
+    endpoint._producer, endpoint._spare = first, second  # type: ignore[assignment]
+    with pytest.raises(UndeliverableError):
+        endpoint.write_batch(_bulks([MIXED[0], MIXED[3]]), TYPES)
+    assert endpoint._producer is first and not second.calls
