@@ -225,6 +225,12 @@ def test_envelope_checks_in_the_jvm(spark: Any) -> None:
         (b'{"op":"WRITE","type":"T","id":"x","version":1,"ts":1}', "'partition'"),
         (b'{"op":"WRITE","type":"T","id":"x","version":1,"ts":1,"partition":0,"data":5}',
          "'data'"),
+        ((good % '{"a":1}').encode(), "'id' must"),
+        ((good % "[1]").encode(), "'id' must"),
+        ((good % "true").encode(), "'id' must"),
+        ((good % "123456789012345678901234").encode(), "'id' must"),
+        ((good % '"{not an object"').encode(), None),
+        ((good % '"-1"').encode(), None),
     ]
     rows = [("t", 0, i, b"k", value, []) for i, (value, _) in enumerate(cases)]
     frame = spark.createDataFrame(rows, "topic STRING, partition INT, offset BIGINT, key BINARY, "
@@ -239,6 +245,7 @@ def test_envelope_checks_in_the_jvm(spark: Any) -> None:
             assert error is not None and reason in error, (i, error)
     assert (decoded[0]["id"], decoded[0]["id_int"]) == ("007", False)
     assert (decoded[1]["id"], decoded[1]["id_int"]) == ("42", True)
+    assert (decoded[19]["id"], decoded[19]["id_int"]) == ("-1", False)
     assert decoded[0]["data"] == '{"a":{"b":[1,2]}}'
     codec = spark.createDataFrame([("t", 0, 0, b"k", (good % '"a"').encode(),
                                     [("gs.codec", b"msgpack")])], frame.schema)
