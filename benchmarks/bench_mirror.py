@@ -15,7 +15,7 @@
    the batch wait and the decoding of the records before it.
 
 Prints one JSON line. Usage:
-python benchmarks/bench_mirror.py [--ops N] [--rate R] [--seconds S]
+python benchmarks/bench_mirror.py [--ops N] [--repeat 3] [--rate R] [--seconds S]
     [--consumer receipt|batch] [--latency-only] [--mirror-arg=ARG ...]
 (``--mirror-arg`` passes an argument through to ``python -m gridstream.mirror``,
 e.g. ``--mirror-arg=-Xlinger.ms=1``.)
@@ -196,6 +196,8 @@ def _latency(bootstrap: str, topic: str, rate: int, seconds: float,
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ops", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="throughput rounds (the medians are reported)")
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--consumer", choices=["receipt", "batch"], default="receipt",
@@ -217,7 +219,7 @@ def main() -> None:
     result: dict[str, Any] = {}
     try:
         if not args.latency_only:
-            result = _throughput(bootstrap, topics, args.ops)
+            result = _throughput(bootstrap, topics, args.ops, args.repeat)
         latency = _latency(bootstrap, topics[3], args.rate, args.seconds, args.consumer,
                            tuple(args.mirror_arg))
     finally:
@@ -230,17 +232,28 @@ def main() -> None:
     print(json.dumps(result))
 
 
-def _throughput(bootstrap: str, topics: list[str], ops: int) -> dict[str, Any]:
-    raw = _raw_rate(bootstrap, topics[0], ops)
-    eos = _mirror_rate(bootstrap, topics[1], ops, exactly_once=True)
-    alo = _mirror_rate(bootstrap, topics[2], ops, exactly_once=False)
+def _throughput(bootstrap: str, topics: list[str], ops: int, repeat: int) -> dict[str, Any]:
+    """``repeat`` rounds of raw, exactly-once and at-least-once (each round on fresh
+    records appended to the same topics); medians of the rates."""
+    raw, eos, alo = [], [], []
+    size = 0.0
+    for _ in range(repeat):
+        measured = _raw_rate(bootstrap, topics[0], ops)
+        raw.append(measured["ops_per_s"])
+        size = measured["value_bytes"]
+        eos.append(_mirror_rate(bootstrap, topics[1], ops, exactly_once=True)["ops_per_s"])
+        alo.append(_mirror_rate(bootstrap, topics[2], ops, exactly_once=False)["ops_per_s"])
+    raw_rate, eos_rate, alo_rate = (statistics.median(r) for r in (raw, eos, alo))
     return {
-        "ops": ops, "value_bytes": round(raw["value_bytes"]),
-        "raw_producer_ops_per_s": round(raw["ops_per_s"]),
-        "mirror_exactly_once_ops_per_s": round(eos["ops_per_s"]),
-        "mirror_at_least_once_ops_per_s": round(alo["ops_per_s"]),
-        "ratio_exactly_once_vs_raw": round(eos["ops_per_s"] / raw["ops_per_s"], 3),
-        "ratio_at_least_once_vs_raw": round(alo["ops_per_s"] / raw["ops_per_s"], 3),
+        "ops": ops, "repeat": repeat, "value_bytes": round(size),
+        "raw_producer_ops_per_s": round(raw_rate),
+        "mirror_exactly_once_ops_per_s": round(eos_rate),
+        "mirror_at_least_once_ops_per_s": round(alo_rate),
+        "ratio_exactly_once_vs_raw": round(eos_rate / raw_rate, 3),
+        "ratio_at_least_once_vs_raw": round(alo_rate / raw_rate, 3),
+        "rounds_ops_per_s": {"raw": [round(r) for r in raw],
+                             "exactly_once": [round(r) for r in eos],
+                             "at_least_once": [round(r) for r in alo]},
     }
 
 
