@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from gridstream.mirror._offsets import (
     partition_for,
     read_position,
 )
+from gridstream.mirror._producers import Producers
 from gridstream.mirror.endpoint import SyncEndpoint
 from gridstream.mirror.policy import Reason, UndeliverablePolicy
 from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
@@ -143,9 +143,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
         self.dead_lettered: Counter[str] = Counter()
         self.records_sent = 0
         self.mirror_name: str | None = None
-        self._producer: Producer | None = None
-        # the transactional producer of the next transaction but one (None: only one)
-        self._spare: Producer | None = None
+        self._producers: Producers | None = None
         self._admin: AdminClient | None = None
         self._limits: dict[str, int] = {}
         self._needs_reset = False
@@ -193,19 +191,9 @@ class KafkaSyncEndpoint(SyncEndpoint):
         self._open_producers()
 
     def _open_producers(self) -> None:
-        """The producer, and the spare when transactions alternate (initialized, so
-        that neither id has a transaction left open by a previous run)."""
-        if not self.exactly_once:
-            self._producer = self._new_producer(None)
-            return
-        ids = self.transactional_ids
-        self._producer = self._new_producer(ids[0])
-        if len(ids) > 1:
-            try:
-                self._spare = self._new_producer(ids[1])
-            except BaseException:
-                self._close_producers(purge=True)
-                raise
+        ids = self.transactional_ids if self.exactly_once else ()
+        self._producers = Producers(self._props.client_config(), ids, self.timeout_s)
+        self._producers.open()
 
     def _position_partition(self, mirror_name: str) -> int:
         """The offsets-topic partition holding this mirror's position."""
@@ -225,38 +213,6 @@ class KafkaSyncEndpoint(SyncEndpoint):
                 raise EndpointError(f"offsets topic {self.offsets_topic!r} is not available")
             time.sleep(0.2)
 
-    def _new_producer(self, transactional_id: str | None) -> Producer:
-        config: dict[str, Any] = self._props.client_config()
-        config.pop("transactional.id", None)
-        if transactional_id is not None:
-            config["transactional.id"] = transactional_id
-        else:
-            config.pop("transaction.timeout.ms", None)
-            config.setdefault("delivery.report.only.error", True)  # callbacks for failures
-        try:
-            producer = Producer(config)
-        except KafkaException as exc:
-            raise kafka_error("invalid kafka producer configuration", exc) from exc
-        if transactional_id is not None:
-            try:
-                self._init_transactions(producer)
-            except BaseException:
-                producer.close()
-                raise
-        return producer
-
-    def _init_transactions(self, producer: Producer) -> None:
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                producer.init_transactions(self.timeout_s)
-                return
-            except KafkaException as exc:
-                err = error_of(exc)
-                if err is None or not err.retriable() or time.monotonic() > deadline:
-                    raise kafka_error("cannot initialize kafka transactions", exc) from exc
-                time.sleep(0.5)
-
     def bind_log(self, log_id: str | None) -> None:
         self._log_id = log_id
 
@@ -268,29 +224,12 @@ class KafkaSyncEndpoint(SyncEndpoint):
                              self.timeout_s, expected_log=self._log_id)
 
     def close(self) -> None:
+        producers, self._producers = self._producers, None
         try:
-            self._close_producers(purge=self._needs_reset)
+            if producers is not None:
+                producers.close(purge=self._needs_reset)
         finally:
             self._admin = None
-
-    def _close_producers(self, *, purge: bool) -> None:
-        producers = [self._producer, self._spare]
-        self._producer = self._spare = None
-        try:
-            for producer in producers:
-                if producer is None:
-                    continue
-                if purge:
-                    producer.purge(in_queue=True, in_flight=True, blocking=False)
-                else:
-                    producer.flush(self.timeout_s)
-        finally:
-            with warnings.catch_warnings():
-                # a fenced or failed producer warns that it cannot abort on close
-                warnings.simplefilter("ignore", RuntimeWarning)
-                for producer in producers:
-                    if producer is not None:
-                        producer.close()
 
     def _name(self) -> str:
         if self.mirror_name is None:
@@ -298,9 +237,9 @@ class KafkaSyncEndpoint(SyncEndpoint):
         return self.mirror_name
 
     def _require_producer(self) -> Producer:
-        if self._producer is None:
+        if self._producers is None:
             raise EndpointError("the kafka endpoint is not open")
-        return self._producer
+        return self._producers.require()
 
     def _reset_if_needed(self) -> None:
         """Replace the producers when a transaction's state is unknown;
@@ -308,7 +247,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
         left open."""
         if not self._needs_reset:
             return
-        self._close_producers(purge=True)
+        if self._producers is not None:
+            self._producers.close(purge=True)
         self._open_producers()
         self._needs_reset = False
 
@@ -470,8 +410,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
             self._produce_blocking(producer, self.offsets_topic, position, name.encode(),
                                    int(time.time() * 1000), [], self._offsets_partition)
             self._commit(producer)
-            if self._spare is not None:  # the other producer takes the next transaction
-                self._producer, self._spare = self._spare, producer
+            if self._producers is not None:  # the other producer takes the next one
+                self._producers.rotate()
         except KafkaException as exc:
             self._fail_transaction(producer, exc)
         except BaseException:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from gridstream.mirror import KafkaSyncEndpoint, UndeliverableError
 from gridstream.mirror._dead_letter import DeadLetters
 from gridstream.mirror._offsets import decode_position
+from gridstream.mirror._producers import Producers
 from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
 from gridstream.protocol import (
     DefaultTopicResolver,
@@ -200,12 +201,21 @@ class FakeProducer:
         return (call for kind, call in self.calls if kind == "produce")
 
 
+def _install(endpoint: KafkaSyncEndpoint, current: FakeProducer,
+             spare: FakeProducer | None = None) -> Producers:
+    """Fake producers in place of the endpoint's (``spare`` takes every other one)."""
+    producers = Producers({}, (), 1.0)
+    producers.current, producers.spare = current, spare  # type: ignore[assignment]
+    endpoint._producers = producers
+    return producers
+
+
 @pytest.mark.parametrize("general", [False, True])
 def test_a_transaction_carries_records_then_letters_then_the_position(general: bool) -> None:
     endpoint = _endpoint(general=general)
     endpoint.bind_log("log-1")
     producer = FakeProducer()
-    endpoint._producer = producer  # type: ignore[assignment]
+    _install(endpoint, producer)
     endpoint.write_batch(_bulks(MIXED), TYPES)
     kinds = [kind for kind, _ in producer.calls]
     assert kinds[0] == "begin" and kinds[-1] == "commit" and "abort" not in kinds
@@ -226,7 +236,7 @@ def test_a_transaction_carries_records_then_letters_then_the_position(general: b
 def test_a_reject_under_fail_aborts_the_transaction() -> None:
     endpoint = _endpoint(general=False, policy="fail")
     producer = FakeProducer()
-    endpoint._producer = producer  # type: ignore[assignment]
+    _install(endpoint, producer)
     with pytest.raises(UndeliverableError):
         endpoint.write_batch(_bulks([MIXED[0], MIXED[3], MIXED[1]]), TYPES)
     kinds = [kind for kind, _ in producer.calls]
@@ -237,19 +247,19 @@ def test_a_reject_under_fail_aborts_the_transaction() -> None:
 def test_committed_transactions_alternate_between_the_two_producers() -> None:
     endpoint = _endpoint(general=False)
     first, second = FakeProducer(), FakeProducer()
-    endpoint._producer, endpoint._spare = first, second  # type: ignore[assignment]
+    producers = _install(endpoint, first, second)
     batch = _bulks(MIXED[:2])
     for _ in range(3):
         endpoint.write_batch(batch, TYPES)
     assert [kind for kind, _ in first.calls].count("commit") == 2
     assert [kind for kind, _ in second.calls].count("commit") == 1
-    assert endpoint._producer is second and endpoint._spare is first
+    assert producers.current is second and producers.spare is first
 
 
 def test_an_aborted_transaction_keeps_its_producer_for_the_retry() -> None:
     endpoint = _endpoint(general=False, policy="fail")
     first, second = FakeProducer(), FakeProducer()
-    endpoint._producer, endpoint._spare = first, second  # type: ignore[assignment]
+    producers = _install(endpoint, first, second)
     with pytest.raises(UndeliverableError):
         endpoint.write_batch(_bulks([MIXED[0], MIXED[3]]), TYPES)
-    assert endpoint._producer is first and not second.calls
+    assert producers.current is first and not second.calls
