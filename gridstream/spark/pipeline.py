@@ -169,11 +169,13 @@ class StorePipeline:
         return good + bad, bad, dead, result
 
     def _single_pass(self, decoded: DataFrame, batch_id: int) -> tuple[int, int, int, SinkResult]:
-        """The sink's one action reads the batch once and counts it on the way.
+        """The sink's one action reads the batch once.
 
         Under ``fail`` a malformed record fails that action (nothing of the batch becomes
         visible: see ``BatchSink.single_pass``) and the batch is read again only to name
-        the first bad record. Under ``dead_letter`` the valid records are written first
+        the first bad record; when it succeeds, the sink's count is the batch's. Under
+        ``dead_letter`` an observation counts the batch on the way, the valid records are
+        written first
         and the batch is read again only when it had malformed ones, to dead-letter them;
         the batch's offsets are committed after both, so a crash in between re-runs the
         batch (the sink replaces its own output, dead letters are at-least-once).
@@ -181,19 +183,21 @@ class StorePipeline:
         import pyspark.sql.functions as F
         from pyspark.sql import Observation
 
+        if self.config.error_handling_policy is ErrorPolicy.FAIL:
+            # No filter and no observation: every record is written, and reading a
+            # malformed one's ``op`` fails the action. The sink counts what it wrote.
+            try:
+                result = self.sink.write(decoded.withColumn("op", _op_or_raise()), batch_id)
+            except Exception as exc:
+                self._raise_if_malformed(decoded, exc)
+                raise
+            return result.operations, 0, 0, result
         seen = Observation()
         observed = decoded.observe(seen, F.count(F.lit(1)).alias("records"),
                                    F.count(F.col("error")).alias("malformed"))
-        fail = self.config.error_handling_policy is ErrorPolicy.FAIL
         # Spark never pushes a filter below an observation: it counts every record, and
         # the filter on ``error`` does not evaluate the decode twice (_malformed_rows).
-        valid = observed.where(_valid_or_raise() if fail else F.col("error").isNull())
-        try:
-            result = self.sink.write(valid, batch_id)
-        except Exception as exc:
-            if fail:
-                self._raise_if_malformed(decoded, exc)
-            raise
+        result = self.sink.write(observed.where(F.col("error").isNull()), batch_id)
         metrics = _observed(seen, _OBSERVATION_WAIT_S)
         if metrics is None:  # never seen in practice; counting again is always correct
             good, bad = _count(decoded)
@@ -290,13 +294,14 @@ def _malformed_rows(decoded: DataFrame) -> DataFrame:
     return barrier.where(F.col("error").isNotNull())
 
 
-def _valid_or_raise() -> Column:
-    """True for a valid record; a malformed one fails the task that reads it."""
+def _op_or_raise() -> Column:
+    """The record's ``op`` (which every sink reads); reading a malformed record's fails
+    the task that reads it."""
     import pyspark.sql.functions as F
 
     reason = F.format_string("malformed envelope at %s[%d]@%d: %s", F.col("topic"),
                              F.col("kafka_partition"), F.col("offset"), F.col("error"))
-    return F.when(F.col("error").isNull(), F.lit(True)).otherwise(F.raise_error(reason))
+    return F.when(F.col("error").isNull(), F.col("op")).otherwise(F.raise_error(reason))
 
 
 def _observed(seen: Observation, timeout_s: float) -> dict[str, Any] | None:

@@ -38,10 +38,11 @@ class BatchSink(ABC):
     kind: ClassVar[str]
     single_pass: ClassVar[bool] = False
     """True when ``write`` reads the frame in exactly one Spark action that either
-    succeeds or leaves nothing of the batch visible in the store. The pipeline then
-    counts the batch inside that action (an ``Observation``) and, under the ``fail``
-    policy, lets a malformed record fail it; otherwise it caches and counts the batch
-    before calling ``write``."""
+    succeeds or leaves nothing of the batch visible in the store, and whose
+    ``SinkResult.operations`` counts every row it read. Under the ``fail`` policy the
+    pipeline then lets a malformed record fail that action (and takes the sink's count
+    as the batch's); under ``dead_letter`` it counts the batch inside the action (an
+    ``Observation``). Other sinks get a cached batch, counted before ``write``."""
 
     def open(self, spark: SparkSession) -> None:  # noqa: B027 - optional hook
         """Prepare the store (connect, create what is missing) before the first batch."""
