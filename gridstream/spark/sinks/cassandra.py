@@ -37,7 +37,6 @@ from gridstream.stores.cassandra import (
     connect,
     mapping_from_config,
 )
-from gridstream.stores.cassandra._driver import consistency_level
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,20 +62,8 @@ def _payload(config: CassandraConfig) -> dict[str, Any]:
 def open_writer(config: CassandraConfig) -> tuple[CassandraConnection, CassandraWriter]:
     """A connection and a writer configured as the mirror's Cassandra endpoint would be."""
     connection = connect(config)
-    writer = CassandraWriter(
-        connection.session,
-        config.keyspace,
-        mapping_from_config(config),
-        concurrency=config.concurrency,
-        consistency_level=consistency_level(config.consistency_level),
-        replication_factor=config.replication_factor,
-        replace_on_write=config.replace_on_write,
-        replace_mode=config.replace_mode,
-        write_id_only_entries=config.write_id_only_entries,
-        batch_partitions=config.batch_partitions,
-        batch_max_bytes=config.batch_max_bytes,
-    )
-    return connection, writer
+    return connection, CassandraWriter.from_config(connection.session, config,
+                                                   mapping_from_config(config))
 
 
 def _worker_writer(key: str, config_values: Mapping[str, Any]) -> CassandraWriter:

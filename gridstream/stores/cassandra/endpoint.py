@@ -84,19 +84,7 @@ class CassandraSyncEndpoint(SyncEndpoint):
             if self._session is None:
                 self._connection = connect(self.config)
                 self._session = self._connection.session
-            self._writer = CassandraWriter(
-                self._session,
-                self.config.keyspace,
-                self.mapping,
-                concurrency=self.config.concurrency,
-                consistency_level=consistency_level(self.config.consistency_level),
-                replication_factor=self.config.replication_factor,
-                replace_on_write=self.config.replace_on_write,
-                replace_mode=self.config.replace_mode,
-                write_id_only_entries=self.config.write_id_only_entries,
-                batch_partitions=self.config.batch_partitions,
-                batch_max_bytes=self.config.batch_max_bytes,
-            )
+            self._writer = CassandraWriter.from_config(self._session, self.config, self.mapping)
             if self.config.create_keyspace:
                 self._writer.schema.ensure_keyspace()
         except GridstreamError as exc:

@@ -25,12 +25,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gridstream.errors import StoreError
 from gridstream.operations import Operation, OpType, TypeDescriptor
 from gridstream.stores.cassandra._batches import Unit, group_requests, replica_key
-from gridstream.stores.cassandra._driver import require_driver
+from gridstream.stores.cassandra._driver import consistency_level, require_driver
 from gridstream.stores.cassandra._json import row_json
 from gridstream.stores.cassandra._paths import REMOVE, edit_path
 from gridstream.stores.cassandra._statements import StatementCache
@@ -38,6 +38,9 @@ from gridstream.stores.cassandra.columns import VERSION_COLUMN, column_name
 from gridstream.stores.cassandra.flatten import Location, TypeLayout
 from gridstream.stores.cassandra.mapping import CassandraMapping
 from gridstream.stores.cassandra.schema import CassandraSchema, TableState
+
+if TYPE_CHECKING:
+    from gridstream.stores.cassandra.config import CassandraConfig
 
 __all__ = ["CassandraWriter", "ReplaceMode", "WriteCounters"]
 
@@ -132,6 +135,25 @@ class CassandraWriter:
         self.batch_partitions = max(1, batch_partitions)
         self.batch_max_bytes = max(0, batch_max_bytes)
         self.counters = WriteCounters()
+
+    @classmethod
+    def from_config(
+        cls, session: Any, config: CassandraConfig, mapping: CassandraMapping
+    ) -> CassandraWriter:
+        """A writer with every write option of ``config`` (one place for them all)."""
+        return cls(
+            session,
+            config.keyspace,
+            mapping,
+            concurrency=config.concurrency,
+            consistency_level=consistency_level(config.consistency_level),
+            replication_factor=config.replication_factor,
+            replace_on_write=config.replace_on_write,
+            replace_mode=config.replace_mode,
+            write_id_only_entries=config.write_id_only_entries,
+            batch_partitions=config.batch_partitions,
+            batch_max_bytes=config.batch_max_bytes,
+        )
 
     def apply(
         self, operations: Iterable[Operation], types: Mapping[str, TypeDescriptor]
