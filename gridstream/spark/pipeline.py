@@ -175,10 +175,10 @@ class StorePipeline:
         visible: see ``BatchSink.single_pass``) and the batch is read again only to name
         the first bad record; when it succeeds, the sink's count is the batch's. Under
         ``dead_letter`` an observation counts the batch on the way, the valid records are
-        written first
-        and the batch is read again only when it had malformed ones, to dead-letter them;
-        the batch's offsets are committed after both, so a crash in between re-runs the
-        batch (the sink replaces its own output, dead letters are at-least-once).
+        written first, and the batch is read again only when it had malformed ones, to
+        dead-letter them; the batch's offsets are committed after both, so a crash in
+        between re-runs the batch (the sink replaces its own output, dead letters are
+        at-least-once).
         """
         import pyspark.sql.functions as F
         from pyspark.sql import Observation
@@ -210,7 +210,6 @@ class StorePipeline:
     def _raise_if_malformed(self, decoded: DataFrame, failure: Exception) -> None:
         """After a failed write under ``fail``: raise ``MalformedEnvelopeError`` if the
         batch has malformed records (the failure was theirs), else return."""
-
         bad = _malformed_rows(decoded)
         count = int(bad.count())
         if count:
