@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shlex
 import subprocess
 import uuid
 from pathlib import Path
@@ -39,6 +40,7 @@ class KafkaService(LocalService):
         self.port = int(os.environ.get("GRIDSTREAM_KAFKA_PORT", "9092"))
         self.controller_port = int(os.environ.get("GRIDSTREAM_KAFKA_CONTROLLER_PORT", "9093"))
         self.heap = os.environ.get("GRIDSTREAM_KAFKA_HEAP", "768m")
+        self.jvm_options = shlex.split(os.environ.get("GRIDSTREAM_KAFKA_JVM_OPTS", ""))
 
     @property
     def address(self) -> str:
@@ -112,13 +114,18 @@ class KafkaService(LocalService):
 
     def command(self, java: Path, jars: list[Path]) -> list[str]:
         return [
-            str(java), f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+            str(java), f"-Xms{self.heap}", f"-Xmx{self.heap}", *self._gc_options(),
+            "-Djava.awt.headless=true", *self.jvm_options,
             f"-Dgridstream.service={self.name}",
             f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={self.dir / 'logs'}",
             "-cp", _cp(jars), "kafka.Kafka", str(self._config),
         ]
+
+    def _gc_options(self) -> list[str]:
+        """G1 with a 20 ms pause goal, unless ``GRIDSTREAM_KAFKA_JVM_OPTS`` picks a collector."""
+        chosen = any(o.startswith("-XX:+Use") and o.endswith("GC") for o in self.jvm_options)
+        return [] if chosen else ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
 
     def healthy(self) -> bool:
         from confluent_kafka.admin import AdminClient

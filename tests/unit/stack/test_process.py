@@ -71,3 +71,23 @@ def test_cql_probe_wants_supported() -> None:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
     assert not cql_ready("127.0.0.1", closed, timeout=0.5)
+
+
+def test_kafka_jvm_options_from_the_environment(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from gridstream.stack.kafka import KafkaService
+
+    java, jars = Path("/usr/bin/java"), [tmp_path / "a.jar"]
+    monkeypatch.delenv("GRIDSTREAM_KAFKA_JVM_OPTS", raising=False)
+    default = KafkaService(tmp_path).command(java, jars)
+    assert "-XX:+UseG1GC" in default and "-XX:MaxGCPauseMillis=20" in default
+
+    monkeypatch.setenv("GRIDSTREAM_KAFKA_JVM_OPTS", "-Xlog:gc:file='/tmp/a b.log' -Xmn64m")
+    logged = KafkaService(tmp_path).command(java, jars)
+    assert "-XX:+UseG1GC" in logged and "-Xlog:gc:file=/tmp/a b.log" in logged
+    assert logged.index("-Xmn64m") < logged.index("kafka.Kafka")
+
+    monkeypatch.setenv("GRIDSTREAM_KAFKA_JVM_OPTS", "-XX:+UseParallelGC")
+    parallel = KafkaService(tmp_path).command(java, jars)
+    assert "-XX:+UseParallelGC" in parallel
+    assert not any(o.startswith(("-XX:+UseG1GC", "-XX:MaxGCPauseMillis")) for o in parallel)
