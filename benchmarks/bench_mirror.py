@@ -16,7 +16,7 @@
 
 Prints one JSON line. Usage:
 python benchmarks/bench_mirror.py [--ops N] [--repeat 3] [--rate R] [--seconds S]
-    [--consumer receipt|batch] [--latency-only] [--mirror-arg=ARG ...]
+    [--latency-repeat 3] [--consumer receipt|batch] [--latency-only] [--mirror-arg=ARG ...]
 (``--mirror-arg`` passes an argument through to ``python -m gridstream.mirror``,
 e.g. ``--mirror-arg=-Xlinger.ms=1``.)
 """
@@ -202,6 +202,8 @@ def main() -> None:
                         help="throughput rounds (the medians are reported)")
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--latency-repeat", type=int, default=3,
+                        help="latency runs (each run's figures, and the medians, are reported)")
     parser.add_argument("--consumer", choices=["receipt", "batch"], default="receipt",
                         help="how the latency consumer stamps records (see the docstring)")
     parser.add_argument("--latency-only", action="store_true",
@@ -209,11 +211,14 @@ def main() -> None:
     parser.add_argument("--mirror-arg", action="append", default=[],
                         help="an argument for the mirror process (repeatable)")
     args = parser.parse_args()
+    if args.latency_repeat < 1:
+        parser.error("--latency-repeat must be at least 1")
     (kafka,) = stack.services(["kafka"])
     kafka.up()
     bootstrap = kafka.address
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [f"bench-mirror-{uuid.uuid4().hex[:8]}" for _ in range(4)]
+    # three for throughput, then a fresh one per latency run (its consumer reads from the start)
+    topics = [f"bench-mirror-{uuid.uuid4().hex[:8]}" for _ in range(3 + args.latency_repeat)]
     from confluent_kafka.cimpl import NewTopic
 
     for future in admin.create_topics([NewTopic(t, 3, 1) for t in topics]).values():
@@ -222,16 +227,26 @@ def main() -> None:
     try:
         if not args.latency_only:
             result = _throughput(bootstrap, topics, args.ops, args.repeat)
-        latency = _latency(bootstrap, topics[3], args.rate, args.seconds, args.consumer,
-                           tuple(args.mirror_arg))
+        runs = [_latency(bootstrap, topic, args.rate, args.seconds, args.consumer,
+                         tuple(args.mirror_arg)) for topic in topics[3:]]
     finally:
         for future in admin.delete_topics(topics).values():
             future.result(30)
     if args.mirror_arg:
         result["mirror_args"] = args.mirror_arg
-    result["latency"] = {k: round(v, 1) if isinstance(v, float) else v
-                         for k, v in latency.items()}
+    result["latency"] = _latency_summary(runs)
     print(json.dumps(result))
+
+
+def _latency_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first run's settings, the median p50/p99/max over the runs, and each run."""
+    keys = ("achieved_ops_per_s", "p50_ms", "p99_ms", "max_ms")
+    summary = {k: v for k, v in runs[0].items() if k not in keys}
+    summary.update({k: round(statistics.median(r[k] for r in runs), 1) for k in keys})
+    summary["received"] = min(r["received"] for r in runs)
+    summary["runs"] = [{"received": r["received"], **{k: round(r[k], 1) for k in keys}}
+                       for r in runs]
+    return summary
 
 
 def _throughput(bootstrap: str, topics: list[str], ops: int, repeat: int) -> dict[str, Any]:
