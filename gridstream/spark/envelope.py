@@ -66,8 +66,13 @@ def _codec_header() -> Column:
     return F.when(from_end > 0, value.cast("string"))
 
 
-def _error(e: Column, id_kind: Column, has_headers: bool) -> Column:
-    """The first problem of an envelope, or null."""
+def _error(e: Column, id_kind: Column, no_value: Column, has_headers: bool) -> Column:
+    """The first problem of an envelope, or null.
+
+    Every check of a valid envelope runs on every record, so the common case is kept
+    cheap: ``type`` is compared with ``''`` (no character count) and ``data`` is only
+    left-trimmed (a copy of the text) when it does not already start with ``{``.
+    """
     import pyspark.sql.functions as F
 
     ops = [op.value for op in OpType]
@@ -77,19 +82,20 @@ def _error(e: Column, id_kind: Column, has_headers: bool) -> Column:
         checks.append((codec.isNotNull() & (codec != F.lit("json")),
                        "record codec is not json (only json decodes in the JVM)"))
     checks += [
-        (F.col("value").isNull(), "record has no value (a tombstone), not an operation"),
+        (no_value, "record has no value (a tombstone), not an operation"),
         (e.isNull() | (e["op"].isNull() & e["type"].isNull() & e["version"].isNull()),
          "value is not a JSON envelope"),
         (e["op"].isNull(), "envelope field 'op' is missing"),
         (~e["op"].isin(ops), "envelope field 'op' is not an operation type"),
-        (e["type"].isNull() | (F.length(e["type"]) == 0), "envelope field 'type' is missing"),
+        (e["type"].isNull() | (e["type"] == F.lit("")), "envelope field 'type' is missing"),
         (e["id"].isNull() | F.is_variant_null(e["id"]), "envelope field 'id' is missing"),
         (~id_kind.isin("STRING", "BIGINT", "INT", "SMALLINT", "TINYINT"),
          "envelope field 'id' must be a string or a 64-bit integer"),
         (e["version"].isNull(), "envelope field 'version' is missing or not an integer"),
         (e["ts"].isNull(), "envelope field 'ts' is missing or not an integer"),
         (e["partition"].isNull(), "envelope field 'partition' is missing or not an integer"),
-        (e["data"].isNotNull() & ~F.startswith(F.ltrim(e["data"]), F.lit("{")),
+        (e["data"].isNotNull() & ~(F.startswith(e["data"], F.lit("{"))
+                                   | F.startswith(F.ltrim(e["data"]), F.lit("{"))),
          "envelope field 'data' must be an object or null"),
     ]
     result: Column = F.lit(None).cast("string")
@@ -110,7 +116,10 @@ def decode_envelopes(records: DataFrame) -> DataFrame:
 
     has_headers = "headers" in records.columns
     env = F.from_json(F.col("value").cast("string"), ENVELOPE_DDL)
-    staged = records.withColumn("_e", env)
+    # ``from_json`` is evaluated outside Spark's generated code, in a projection of its
+    # own whose output rows are copied; testing ``value`` for null there too keeps the raw
+    # value out of those rows when nothing downstream needs it (the change log).
+    staged = records.withColumns({"_e": env, "_no_value": F.col("value").isNull()})
     e = F.col("_e")
     id_kind = F.schema_of_variant(e["id"])
     headers = F.col("headers") if has_headers else F.lit(None).cast(
@@ -132,5 +141,5 @@ def decode_envelopes(records: DataFrame) -> DataFrame:
         e["partition"].alias("partition"),
         e["data"].alias("data"),
         F.coalesce(e["removed"], F.array().cast("array<string>")).alias("removed"),
-        _error(e, id_kind, has_headers).alias("error"),
+        _error(e, id_kind, F.col("_no_value"), has_headers).alias("error"),
     )

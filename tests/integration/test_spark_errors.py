@@ -231,6 +231,11 @@ def test_envelope_checks_in_the_jvm(spark: Any) -> None:
         ((good % "123456789012345678901234").encode(), "'id' must"),
         ((good % '"{not an object"').encode(), None),
         ((good % '"-1"').encode(), None),
+        (b'{"op":"WRITE","type":"","id":"x","version":1,"ts":1,"partition":0}', "'type'"),
+        (b'{"op":"WRITE","type":"T","id":"x","version":1,"ts":1,"partition":0,"data": {"a":1}}',
+         None),
+        (b'{"op":"WRITE","type":"T","id":"x","version":1,"ts":1,"partition":0,"data":[1]}',
+         "'data'"),
     ]
     rows = [("t", 0, i, b"k", value, []) for i, (value, _) in enumerate(cases)]
     frame = spark.createDataFrame(rows, "topic STRING, partition INT, offset BIGINT, key BINARY, "
