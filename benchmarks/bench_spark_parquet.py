@@ -1,6 +1,7 @@
 """Kafka → Parquet change log with envelope decode vs a pure-JVM ``from_json`` baseline.
 
-Both read the same topic with Spark and write Parquet partitioned by type and date:
+Both read the same topic with Spark and write Parquet partitioned by type and date, with
+the same codec (the sink's default, zstd):
 - baseline: a batch query, ``from_json(value, spark_schema_ddl())`` and a plain write
   (no validation, no error policy, no batch-idempotent file naming);
 - pipeline: ``StorePipeline`` with the ``parquet`` sink and an ``available_now`` trigger,
@@ -29,7 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._spark_bench import BOOTSTRAP, delete_topic, make_topic, operations, produce, timed
 from gridstream.protocol import spark_schema_ddl
-from gridstream.spark import PipelineConfig, StorePipeline, get_spark
+from gridstream.spark import ParquetSinkConfig, PipelineConfig, StorePipeline, get_spark
+
+CODEC = str(ParquetSinkConfig.model_fields["compression"].default)
+"""What the pipeline's sink writes unless told otherwise; the baseline writes it too."""
 
 
 def _baseline(spark: Any, topic: str, out: str) -> float:
@@ -41,7 +45,8 @@ def _baseline(spark: Any, topic: str, out: str) -> float:
         env = records.select(F.from_json(F.col("value").cast("string"), spark_schema_ddl())
                              .alias("e")).select("e.*")
         dated = env.withColumn("date", F.to_date(F.timestamp_millis("ts")))
-        dated.write.mode("overwrite").partitionBy("type", "date").parquet(out)
+        (dated.write.mode("overwrite").option("compression", CODEC)
+         .partitionBy("type", "date").parquet(out))
 
     return timed(run)
 
@@ -89,6 +94,7 @@ def main() -> int:
         "rows": args.rows,
         "repeat": args.repeat,
         "spark_master": "local[2]",
+        "compression": CODEC,
         "baseline_from_json_rows_per_s": round(args.rows / med_base),
         "pipeline_rows_per_s": round(args.rows / med_pipe),
         "pipeline_vs_baseline": round(med_base / med_pipe, 3),
