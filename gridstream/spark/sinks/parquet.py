@@ -32,10 +32,8 @@ CHANGE_LOG_COLUMNS = (
 
 def change_log_frame(operations: DataFrame) -> DataFrame:
     """The change-log rows of decoded operations (adds the ``date`` partition column)."""
-    import pyspark.sql.functions as F
-
-    dated = operations.withColumn("date", F.to_date(F.timestamp_millis(F.col("ts"))))
-    return dated.select(*CHANGE_LOG_COLUMNS)
+    columns = [f"`{name}`" for name in CHANGE_LOG_COLUMNS if name != "date"]
+    return operations.selectExpr(*columns, "to_date(timestamp_millis(`ts`)) AS date")
 
 
 class ParquetSink(BatchSink):
