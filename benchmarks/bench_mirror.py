@@ -14,11 +14,27 @@
    1000 records (5 ms timeout), stamped after the whole batch was decoded, which adds
    the batch wait and the decoding of the records before it.
 
-Prints one JSON line. Usage:
+   The variants, each on a fresh 3-partition topic, at the same rate and duration and
+   read by the same consumer (``--no-latency-baselines``: the exactly-once mirror only):
+   ``mirror_exactly_once`` and ``mirror_at_least_once`` (the mirror's ``--mode``);
+   ``raw_idempotent``, a producer with ``PRODUCER_DEFAULTS`` sending each record as it
+   is written, in this process (the floor of at-least-once delivery); and
+   ``raw_transactional``, in a process of its own, what exactly-once minimally needs:
+   one transaction at a time, back to back, each carrying every record written while
+   the previous one committed (no position record, no log). The raw records are the
+   mirror's envelopes (``OperationEncoder``), stamped when written: when produced for
+   ``raw_idempotent``; for ``raw_transactional``, at their due time, or when the
+   transaction takes them if that is earlier. Every writer is paced alike, in steps of
+   1 ms. Each repeat runs every variant once, the order rotated from one repeat to the
+   next; the medians, each run, and the ratios of the mirror's p99 to the raw ones are
+   reported.
+
+Prints one JSON line (and a line per latency run on stderr). Usage:
 python benchmarks/bench_mirror.py [--ops N] [--repeat 3] [--rate R] [--seconds S]
-    [--latency-repeat 3] [--consumer receipt|batch] [--latency-only] [--mirror-arg=ARG ...]
+    [--latency-repeat 3] [--consumer receipt|batch] [--latency-only]
+    [--no-latency-baselines] [--mirror-arg=ARG ...]
 (``--mirror-arg`` passes an argument through to ``python -m gridstream.mirror``,
-e.g. ``--mirror-arg=-Xlinger.ms=1``.)
+e.g. ``--mirror-arg=-Xlinger.ms=1``; ``--mode`` is set by the variant.)
 """
 
 from __future__ import annotations
@@ -32,6 +48,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +61,17 @@ from gridstream.consumer import OperationConsumer
 from gridstream.mirror import PRODUCER_DEFAULTS, InMemoryLog, KafkaSyncEndpoint, Mirror
 from gridstream.model import SpaceDocument
 from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
-from gridstream.protocol import OperationDecoder, OperationEncoder
+from gridstream.protocol import KafkaMessage, OperationDecoder, OperationEncoder
 from gridstream.space import Space
 
 REPO = Path(__file__).resolve().parents[1]
 FIXED = (PropertySpec("id", "str"), PropertySpec("name", "str"), PropertySpec("qty", "int"),
          PropertySpec("note", "str"))
+VARIANTS = ("mirror_exactly_once", "mirror_at_least_once", "raw_transactional",
+            "raw_idempotent")
+_STEP_S = 0.001  # writers pace in steps of 1 ms
+Run = Callable[[], dict[str, float]]
+"""Writes the run's records at the run's rate; returns the achieved rate (and more)."""
 
 
 def _descriptor(topic: str) -> TypeDescriptor:
@@ -59,12 +82,32 @@ def _entry(i: int) -> dict[str, Any]:
     return {"id": f"item-{i % 10_000}", "name": f"name-{i}", "qty": i % 97, "note": "n" * 20}
 
 
+def _operation(i: int, timestamp_ms: int = 0) -> Operation:
+    return Operation(OpType.WRITE, "Item", f"item-{i % 10_000}", i, _entry(i), i % 4,
+                     timestamp_ms)
+
+
 def _log(topic: str, ops: int) -> InMemoryLog:
     log = InMemoryLog([_descriptor(topic)])
     for i in range(ops):
-        log.append([Operation(OpType.WRITE, "Item", f"item-{i % 10_000}", 0, _entry(i),
-                              i % 4, 0)])
+        log.append([_operation(i)])
     return log
+
+
+def _encoder(topic: str) -> Callable[[int, int], KafkaMessage]:
+    """(i, timestamp_ms) → record i's envelope, as the mirror encodes it."""
+    encoder, descriptor = OperationEncoder(), _descriptor(topic)
+    return lambda i, ts: encoder.encode(_operation(i, ts), descriptor, topic)
+
+
+def _produce(producer: Producer, m: KafkaMessage) -> None:
+    while True:
+        try:
+            producer.produce(m.topic, m.value, m.key, timestamp=m.timestamp_ms,
+                             headers=list(m.headers))
+            return
+        except BufferError:
+            producer.poll(0.05)
 
 
 def _mirror_rate(bootstrap: str, topic: str, ops: int, exactly_once: bool) -> dict[str, float]:
@@ -91,13 +134,7 @@ def _raw_rate(bootstrap: str, topic: str, ops: int) -> dict[str, float]:
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS})
     started = time.perf_counter()
     for m in messages:
-        while True:
-            try:
-                producer.produce(m.topic, m.value, m.key, timestamp=m.timestamp_ms,
-                                 headers=list(m.headers))
-                break
-            except BufferError:
-                producer.poll(0.05)
+        _produce(producer, m)
     assert producer.flush(60) == 0
     elapsed = time.perf_counter() - started
     size = statistics.mean(len(m.value) for m in messages)
@@ -153,46 +190,147 @@ def _consumer_process(kind: str, bootstrap: str, topic: str, group: str, total: 
     results.put(consume(bootstrap, topic, group, total, time.monotonic() + 300))
 
 
-def _latency(bootstrap: str, topic: str, rate: int, seconds: float,
-             consumer: str = "receipt", mirror_args: tuple[str, ...] = ()) -> dict[str, Any]:
-    context = multiprocessing.get_context("spawn")
+def _percentiles(values: list[float], prefix: str) -> dict[str, float]:
+    ordered = sorted(values)
+    return {f"{prefix}p50_ms": ordered[len(ordered) // 2],
+            f"{prefix}p99_ms": ordered[int(len(ordered) * 0.99)],
+            f"{prefix}max_ms": ordered[-1]}
+
+
+def _paced(total: int, rate: int, write: Callable[[range, float], object]) -> float:
+    """Hand ``write`` the records written by now, in steps of 1 ms: record i is due
+    i/rate s after the start and is written up to a step early (after a slow ``write``,
+    every record that came due meanwhile goes at once); ``write`` also gets the wall-clock
+    time (ms) record 0 was due. Returns the achieved rate."""
+    started, start_ms = time.monotonic(), time.time() * 1000
+    done = 0
+    while done < total:
+        elapsed = time.monotonic() - started
+        due = min(total, int((elapsed + _STEP_S) * rate) + 1)
+        if due > done:
+            write(range(done, due), start_ms)
+            done = due
+        else:
+            # steps, not a sleep per write (10 000 a second): those would cost the writer
+            # more CPU than the writes, on the same cores as the mirror and broker
+            time.sleep(max(0.0, done / rate - elapsed))
+    return total / (time.monotonic() - started)
+
+
+@contextmanager
+def _mirror_writer(bootstrap: str, topic: str, name: str, rate: int, total: int,
+                   mirror_args: tuple[str, ...]) -> Iterator[Run]:
+    """A space written in this process, mirrored by ``python -m gridstream.mirror``."""
     with tempfile.TemporaryDirectory() as data_dir:
         space = Space.embedded("bench", data_dir=data_dir)
         space.introduce_type(_descriptor(topic))
-        name = f"bench-lat-{uuid.uuid4().hex[:8]}"
         cmd = [sys.executable, "-m", "gridstream.mirror", "--data-dir", data_dir,
                "--bootstrap", bootstrap, "--name", name, "--metrics-interval", "0",
                "--log-level", "WARNING", *mirror_args]
         proc = subprocess.Popen(cmd, cwd=REPO)
-        total = int(rate * seconds)
-        ready, results = context.Event(), context.Queue()
-        reader = context.Process(target=_consumer_process,
-                                 args=(consumer, bootstrap, topic, name, total, ready, results))
-        reader.start()
-        ready.wait(60)
-        time.sleep(3.0)  # the mirror process connects and the consumer joins
-        started = time.monotonic()
-        for i in range(total):
-            space.write(SpaceDocument("Item", _entry(i)))
-            # pace in steps of 1 ms: a sleep per write (10 000 a second) costs the
-            # writer more CPU than the writes, on the same cores as the mirror and broker
-            ahead = (i + 1) / rate - (time.monotonic() - started)
-            if ahead > 0.001:
-                time.sleep(ahead)
-        achieved = total / (time.monotonic() - started)
+
+        def write(records: range, _start_ms: float) -> None:
+            for i in records:
+                space.write(SpaceDocument("Item", _entry(i)))
+
+        try:
+            yield lambda: {"achieved_ops_per_s": _paced(total, rate, write)}
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            space.close()
+
+
+@contextmanager
+def _idempotent_writer(bootstrap: str, topic: str, rate: int, total: int) -> Iterator[Run]:
+    """Each record produced, stamped, as it is written, in this process."""
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS})
+    encode = _encoder(topic)
+
+    def write(records: range, _start_ms: float) -> None:
+        for i in records:
+            _produce(producer, encode(i, int(time.time() * 1000)))
+        producer.poll(0)  # serve the delivery reports
+
+    try:
+        yield lambda: {"achieved_ops_per_s": _paced(total, rate, write)}
+    finally:
+        producer.flush(30)
+
+
+def _transactional_process(bootstrap: str, topic: str, rate: int, total: int, ready: Any,
+                           start: Any, results: Any) -> None:
+    """Back-to-back transactions, each of every record written since the last began."""
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS,
+                         "transactional.id": f"bench-raw-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(30)
+    encode = _encoder(topic)
+    spans: list[float] = []
+
+    def transaction(records: range, start_ms: float) -> None:
+        began, now_ms = time.monotonic(), time.time() * 1000
+        producer.begin_transaction()
+        for i in records:  # written at its due time, or now if taken a little early
+            _produce(producer, encode(i, int(min(now_ms, start_ms + i * 1000 / rate))))
+        producer.commit_transaction(30)
+        spans.append((time.monotonic() - began) * 1000)
+
+    ready.set()
+    start.wait(60)
+    achieved = _paced(total, rate, transaction)
+    results.put({"achieved_ops_per_s": achieved, "transactions": len(spans),
+                 "txn_per_s": len(spans) * achieved / total, **_percentiles(spans, "txn_")})
+
+
+@contextmanager
+def _transactional_writer(bootstrap: str, topic: str, rate: int, total: int) -> Iterator[Run]:
+    """``_transactional_process`` in a process of its own (an interpreter lock of its own,
+    as the mirror has)."""
+    context = multiprocessing.get_context("spawn")
+    ready, start, results = context.Event(), context.Event(), context.Queue()
+    proc = context.Process(target=_transactional_process,
+                           args=(bootstrap, topic, rate, total, ready, start, results))
+    proc.start()
+    ready.wait(60)
+
+    def run() -> dict[str, float]:
+        start.set()
+        stats: dict[str, float] = results.get(timeout=360)
+        return stats
+
+    try:
+        yield run
+    finally:
+        proc.join(60 if start.is_set() else 0)
+        proc.terminate()  # nothing once it has exited
+        proc.join()
+
+
+def _latency(variant: str, bootstrap: str, topic: str, rate: int, seconds: float,
+             consumer: str = "receipt", mirror_args: tuple[str, ...] = ()) -> dict[str, float]:
+    """One run of ``variant`` (see the module docstring): its figures and the writer's."""
+    context = multiprocessing.get_context("spawn")
+    total = int(rate * seconds)
+    name = f"bench-lat-{uuid.uuid4().hex[:8]}"
+    ready, results = context.Event(), context.Queue()
+    reader = context.Process(target=_consumer_process,
+                             args=(consumer, bootstrap, topic, name, total, ready, results))
+    reader.start()
+    ready.wait(60)
+    if variant.startswith("mirror_"):
+        mode = variant.removeprefix("mirror_").replace("_", "-")
+        writer = _mirror_writer(bootstrap, topic, name, rate, total,
+                                (*mirror_args, f"--mode={mode}"))
+    elif variant == "raw_idempotent":
+        writer = _idempotent_writer(bootstrap, topic, rate, total)
+    else:
+        writer = _transactional_writer(bootstrap, topic, rate, total)
+    with writer as run:
+        time.sleep(3.0)  # the consumer joins, the writer connects
+        stats = run()
         latencies: list[float] = results.get(timeout=360)
-        reader.join(60)
-        proc.terminate()
-        proc.wait(30)
-        space.close()
-    latencies.sort()
-    return {
-        "consumer": consumer, "target_ops_per_s": rate, "achieved_ops_per_s": achieved,
-        "received": len(latencies),
-        "p50_ms": latencies[len(latencies) // 2],
-        "p99_ms": latencies[int(len(latencies) * 0.99)],
-        "max_ms": latencies[-1],
-    }
+    reader.join(60)
+    return {"received": len(latencies), **_percentiles(latencies, ""), **stats}
 
 
 def main() -> None:
@@ -203,7 +341,10 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--latency-repeat", type=int, default=3,
-                        help="latency runs (each run's figures, and the medians, are reported)")
+                        help="latency runs of each variant (each run, and the medians)")
+    parser.add_argument("--latency-baselines", action=argparse.BooleanOptionalAction,
+                        default=True, help="measure every latency variant, not only the "
+                        "exactly-once mirror (see the docstring)")
     parser.add_argument("--consumer", choices=["receipt", "batch"], default="receipt",
                         help="how the latency consumer stamps records (see the docstring)")
     parser.add_argument("--latency-only", action="store_true",
@@ -213,40 +354,73 @@ def main() -> None:
     args = parser.parse_args()
     if args.latency_repeat < 1:
         parser.error("--latency-repeat must be at least 1")
+    variants = VARIANTS if args.latency_baselines else VARIANTS[:1]
+    # each repeat starts one variant further on, so that none always runs first
+    orders = [variants[r % len(variants):] + variants[:r % len(variants)]
+              for r in range(args.latency_repeat)]
     (kafka,) = stack.services(["kafka"])
     kafka.up()
     bootstrap = kafka.address
     admin = AdminClient({"bootstrap.servers": bootstrap})
     # three for throughput, then a fresh one per latency run (its consumer reads from the start)
-    topics = [f"bench-mirror-{uuid.uuid4().hex[:8]}" for _ in range(3 + args.latency_repeat)]
+    topics = [f"bench-mirror-{uuid.uuid4().hex[:8]}"
+              for _ in range(3 + args.latency_repeat * len(variants))]
     from confluent_kafka.cimpl import NewTopic
 
     for future in admin.create_topics([NewTopic(t, 3, 1) for t in topics]).values():
         future.result(30)
     result: dict[str, Any] = {}
+    runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
     try:
         if not args.latency_only:
             result = _throughput(bootstrap, topics, args.ops, args.repeat)
-        runs = [_latency(bootstrap, topic, args.rate, args.seconds, args.consumer,
-                         tuple(args.mirror_arg)) for topic in topics[3:]]
+        latency_topics = iter(topics[3:])
+        for order in orders:
+            for variant in order:
+                run = _latency(variant, bootstrap, next(latency_topics), args.rate,
+                               args.seconds, args.consumer, tuple(args.mirror_arg))
+                runs[variant].append(run)
+                print(json.dumps({"variant": variant, **_rounded(run)}), file=sys.stderr,
+                      flush=True)
     finally:
         for future in admin.delete_topics(topics).values():
             future.result(30)
     if args.mirror_arg:
         result["mirror_args"] = args.mirror_arg
-    result["latency"] = _latency_summary(runs)
+    result["latency"] = {"consumer": args.consumer, "target_ops_per_s": args.rate,
+                         "seconds": args.seconds, "orders": orders,
+                         **{v: _latency_summary(r) for v, r in runs.items()}}
+    if args.latency_baselines:
+        result["latency"]["p99_ratios"] = _p99_ratios(runs)
     print(json.dumps(result))
 
 
-def _latency_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The first run's settings, the median p50/p99/max over the runs, and each run."""
-    keys = ("achieved_ops_per_s", "p50_ms", "p99_ms", "max_ms")
-    summary = {k: v for k, v in runs[0].items() if k not in keys}
-    summary.update({k: round(statistics.median(r[k] for r in runs), 1) for k in keys})
+def _rounded(run: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 1) for k, v in run.items()}
+
+
+def _latency_summary(runs: list[dict[str, float]]) -> dict[str, Any]:
+    """The median of each figure over the runs (of ``received``: the least), and each run."""
+    summary: dict[str, Any] = {k: round(statistics.median(r[k] for r in runs), 1)
+                               for k in runs[0]}
     summary["received"] = min(r["received"] for r in runs)
-    summary["runs"] = [{"received": r["received"], **{k: round(r[k], 1) for k in keys}}
-                       for r in runs]
+    summary["runs"] = [_rounded(r) for r in runs]
     return summary
+
+
+def _p99_ratios(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """Each mirror mode's p99 over each raw floor's: the ratio of the medians, and the
+    ratio within each repeat."""
+    ratios: dict[str, Any] = {}
+    for mirror in VARIANTS[:2]:
+        for raw in VARIANTS[2:]:
+            pairs = [(m["p99_ms"], r["p99_ms"]) for m, r in zip(runs[mirror], runs[raw],
+                                                                 strict=True)]
+            median = (statistics.median(m for m, _ in pairs)
+                      / statistics.median(r for _, r in pairs))
+            ratios[f"{mirror}/{raw}"] = {"of_medians": round(median, 2),
+                                         "per_repeat": [round(m / r, 2) for m, r in pairs]}
+    return ratios
 
 
 def _throughput(bootstrap: str, topics: list[str], ops: int, repeat: int) -> dict[str, Any]:
