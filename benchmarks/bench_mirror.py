@@ -16,23 +16,25 @@
 
    The variants, each on a fresh 3-partition topic, at the same rate and duration and
    read by the same consumer (``--no-latency-baselines``: the exactly-once mirror only):
-   ``mirror_exactly_once`` and ``mirror_at_least_once`` (the mirror's ``--mode``);
-   ``raw_idempotent``, a producer with ``PRODUCER_DEFAULTS`` sending each record as it
-   is written, in this process (the floor of at-least-once delivery); and
-   ``raw_transactional``, in a process of its own, what exactly-once minimally needs:
-   one transaction at a time, back to back, each carrying every record written while
-   the previous one committed (no position record, no log). The raw records are the
-   mirror's envelopes (``OperationEncoder``), stamped when written: when produced for
-   ``raw_idempotent``; for ``raw_transactional``, at their due time, or when the
-   transaction takes them if that is earlier. Every writer is paced alike, in steps of
-   1 ms. Each repeat runs every variant once, the order rotated from one repeat to the
-   next; the medians, each run, and the ratios of the mirror's p99 to the raw ones are
-   reported.
+   ``mirror_exactly_once`` and ``mirror_at_least_once`` (the mirror's ``--mode``); and
+   two raw floors, each a producer with ``PRODUCER_DEFAULTS`` in a process of its own
+   (as the mirror has) sending batches one at a time, back to back, each carrying every
+   record written while the previous one was being delivered (no log, no position
+   record): ``raw_transactional``, what exactly-once minimally needs, one transaction
+   per batch, the transactions alternating between two transactional ids (``<id>``,
+   ``<id>.1``, both initialized before the run), as the exactly-once mirror's do; and
+   ``raw_idempotent``, the at-least-once floor, each batch produced then flushed, as
+   the at-least-once mirror flushes each of its batches. The raw records are the
+   mirror's envelopes (``OperationEncoder``), stamped with their due time, or with the
+   time the batch takes them if that is earlier. Every writer is paced alike, in steps
+   of 1 ms. Each repeat runs every variant once, the order rotated from one repeat to
+   the next; the medians, each run, and the ratios of the mirror's p99 to the raw ones
+   are reported (``--variants`` runs only some).
 
 Prints one JSON line (and a line per latency run on stderr). Usage:
 python benchmarks/bench_mirror.py [--ops N] [--repeat 3] [--rate R] [--seconds S]
     [--latency-repeat 3] [--consumer receipt|batch] [--latency-only]
-    [--no-latency-baselines] [--mirror-arg=ARG ...]
+    [--no-latency-baselines | --variants V [V ...]] [--mirror-arg=ARG ...]
 (``--mirror-arg`` passes an argument through to ``python -m gridstream.mirror``,
 e.g. ``--mirror-arg=-Xlinger.ms=1``; ``--mode`` is set by the variant.)
 """
@@ -241,55 +243,54 @@ def _mirror_writer(bootstrap: str, topic: str, name: str, rate: int, total: int,
             space.close()
 
 
-@contextmanager
-def _idempotent_writer(bootstrap: str, topic: str, rate: int, total: int) -> Iterator[Run]:
-    """Each record produced, stamped, as it is written, in this process."""
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS})
-    encode = _encoder(topic)
-
-    def write(records: range, _start_ms: float) -> None:
-        for i in records:
-            _produce(producer, encode(i, int(time.time() * 1000)))
-        producer.poll(0)  # serve the delivery reports
-
-    try:
-        yield lambda: {"achieved_ops_per_s": _paced(total, rate, write)}
-    finally:
-        producer.flush(30)
-
-
-def _transactional_process(bootstrap: str, topic: str, rate: int, total: int, ready: Any,
-                           start: Any, results: Any) -> None:
-    """Back-to-back transactions, each of every record written since the last began."""
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS,
-                         "transactional.id": f"bench-raw-{uuid.uuid4().hex[:8]}"})
-    producer.init_transactions(30)
+def _raw_process(bootstrap: str, topic: str, rate: int, total: int, transactional: bool,
+                 ready: Any, start: Any, results: Any) -> None:
+    """Back-to-back batches, each of every record written since the last began (see
+    the module docstring)."""
+    config = {"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS}
+    if transactional:  # two ids taking turns, as the exactly-once mirror's producers
+        base = f"bench-raw-{uuid.uuid4().hex[:8]}"
+        producers = [Producer({**config, "transactional.id": t}) for t in (base, f"{base}.1")]
+        for producer in producers:
+            producer.init_transactions(30)
+    else:
+        producers = [Producer(config)]
     encode = _encoder(topic)
     spans: list[float] = []
 
-    def transaction(records: range, start_ms: float) -> None:
+    def batch(records: range, start_ms: float) -> None:
         began, now_ms = time.monotonic(), time.time() * 1000
-        producer.begin_transaction()
+        producer = producers[len(spans) % len(producers)]
+        if transactional:
+            producer.begin_transaction()
         for i in records:  # written at its due time, or now if taken a little early
             _produce(producer, encode(i, int(min(now_ms, start_ms + i * 1000 / rate))))
-        producer.commit_transaction(30)
+        if transactional:
+            producer.commit_transaction(30)
+        # the at-least-once mirror flushes each batch (which overrides linger.ms) and
+        # gathers the next one only then: so does this floor, with the same producer
+        # configuration
+        elif producer.flush(30):
+            raise AssertionError("records undelivered after 30 s")
         spans.append((time.monotonic() - began) * 1000)
 
     ready.set()
     start.wait(60)
-    achieved = _paced(total, rate, transaction)
-    results.put({"achieved_ops_per_s": achieved, "transactions": len(spans),
-                 "txn_per_s": len(spans) * achieved / total, **_percentiles(spans, "txn_")})
+    achieved = _paced(total, rate, batch)
+    results.put({"achieved_ops_per_s": achieved, "batches": len(spans),
+                 "batches_per_s": len(spans) * achieved / total,
+                 **_percentiles(spans, "batch_")})
 
 
 @contextmanager
-def _transactional_writer(bootstrap: str, topic: str, rate: int, total: int) -> Iterator[Run]:
-    """``_transactional_process`` in a process of its own (an interpreter lock of its own,
-    as the mirror has)."""
+def _raw_writer(bootstrap: str, topic: str, rate: int, total: int,
+                transactional: bool) -> Iterator[Run]:
+    """``_raw_process`` in a process of its own (an interpreter lock of its own, as the
+    mirror has)."""
     context = multiprocessing.get_context("spawn")
     ready, start, results = context.Event(), context.Event(), context.Queue()
-    proc = context.Process(target=_transactional_process,
-                           args=(bootstrap, topic, rate, total, ready, start, results))
+    proc = context.Process(target=_raw_process, args=(bootstrap, topic, rate, total,
+                                                      transactional, ready, start, results))
     proc.start()
     ready.wait(60)
 
@@ -321,10 +322,8 @@ def _latency(variant: str, bootstrap: str, topic: str, rate: int, seconds: float
         mode = variant.removeprefix("mirror_").replace("_", "-")
         writer = _mirror_writer(bootstrap, topic, name, rate, total,
                                 (*mirror_args, f"--mode={mode}"))
-    elif variant == "raw_idempotent":
-        writer = _idempotent_writer(bootstrap, topic, rate, total)
     else:
-        writer = _transactional_writer(bootstrap, topic, rate, total)
+        writer = _raw_writer(bootstrap, topic, rate, total, variant == "raw_transactional")
     with writer as run:
         time.sleep(3.0)  # the consumer joins, the writer connects
         stats = run()
@@ -345,6 +344,8 @@ def main() -> None:
     parser.add_argument("--latency-baselines", action=argparse.BooleanOptionalAction,
                         default=True, help="measure every latency variant, not only the "
                         "exactly-once mirror (see the docstring)")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS,
+                        help="only these latency variants (run in the docstring's order)")
     parser.add_argument("--consumer", choices=["receipt", "batch"], default="receipt",
                         help="how the latency consumer stamps records (see the docstring)")
     parser.add_argument("--latency-only", action="store_true",
@@ -354,7 +355,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.latency_repeat < 1:
         parser.error("--latency-repeat must be at least 1")
-    variants = VARIANTS if args.latency_baselines else VARIANTS[:1]
+    if args.variants and not args.latency_baselines:
+        parser.error("--variants and --no-latency-baselines exclude each other")
+    variants = (tuple(v for v in VARIANTS if v in args.variants) if args.variants
+                else VARIANTS if args.latency_baselines else VARIANTS[:1])
     # each repeat starts one variant further on, so that none always runs first
     orders = [variants[r % len(variants):] + variants[:r % len(variants)]
               for r in range(args.latency_repeat)]
@@ -390,8 +394,8 @@ def main() -> None:
     result["latency"] = {"consumer": args.consumer, "target_ops_per_s": args.rate,
                          "seconds": args.seconds, "orders": orders,
                          **{v: _latency_summary(r) for v, r in runs.items()}}
-    if args.latency_baselines:
-        result["latency"]["p99_ratios"] = _p99_ratios(runs)
+    if ratios := _p99_ratios(runs):
+        result["latency"]["p99_ratios"] = ratios
     print(json.dumps(result))
 
 
@@ -409,11 +413,11 @@ def _latency_summary(runs: list[dict[str, float]]) -> dict[str, Any]:
 
 
 def _p99_ratios(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
-    """Each mirror mode's p99 over each raw floor's: the ratio of the medians, and the
-    ratio within each repeat."""
+    """Each mirror mode's p99 over each raw floor's (of those run): the ratio of the
+    medians, and the ratio within each repeat."""
     ratios: dict[str, Any] = {}
-    for mirror in VARIANTS[:2]:
-        for raw in VARIANTS[2:]:
+    for mirror in (v for v in VARIANTS[:2] if v in runs):
+        for raw in (v for v in VARIANTS[2:] if v in runs):
             pairs = [(m["p99_ms"], r["p99_ms"]) for m, r in zip(runs[mirror], runs[raw],
                                                                  strict=True)]
             median = (statistics.median(m for m, _ in pairs)
