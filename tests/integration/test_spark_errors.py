@@ -129,7 +129,7 @@ def test_parquet_change_log_fails_in_its_write_then_dead_letters_after_it(
         [(0, _offset_of(kafka_bootstrap, topic, 0, b"bad-1")),
          (1, _offset_of(kafka_bootstrap, topic, 1, b"bad-2"))])
     assert _commits(tmp_path / "ckpt") == []
-    assert not list(log.glob("type=*/date=*/*.parquet"))  # nothing published
+    assert not list(log.glob("type=*/date=*/topic=*/*.parquet"))  # nothing published
 
     lenient = _pipeline(kafka_bootstrap, tmp_path, topic, sink,
                         errorHandlingPolicy="dead_letter", dead_letter_topic=dlq)
@@ -138,6 +138,7 @@ def test_parquet_change_log_fails_in_its_write_then_dead_letters_after_it(
     assert sum(r.malformed for r in lenient.reports) == 3
     assert sum(r.dead_lettered for r in lenient.reports) == 3
     assert sum(r.result.applied for r in lenient.reports) == len(ops)
+    assert list(log.glob("type=*/date=*/topic=*/*.parquet"))  # the pattern checked above
     changes = spark.read.parquet(str(log))
     assert changes.count() == len(ops)
     assert {r["version"] for r in changes.select("version").collect()} == \

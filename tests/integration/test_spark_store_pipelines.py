@@ -106,9 +106,17 @@ def test_parquet_change_log_batch_rerun_replaces_its_own_files(
     for _ in range(3):
         report = pipeline.process_batch(batch, batch_id=5)
         assert report.records == len(ops)
-    assert spark.read.parquet(str(log)).count() == len(ops)
-    files = list(log.glob("type=*/date=*/batch-000000000005-*.parquet"))
+    changes = spark.read.parquet(str(log))
+    assert changes.count() == len(ops)
+    assert [r["topic"] for r in changes.select("topic").distinct().collect()] == [topic]
+    files = list(log.glob(f"type=*/date=*/topic={topic}/batch-000000000005-*.parquet"))
     assert files and not list((log / "_staging").glob("*"))
+    # Hive-style directories: readers other than Spark see the topic as a column too
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(log), format="parquet", partitioning="hive",
+                       exclude_invalid_files=True).to_table(columns=["topic", "offset"])
+    assert table.num_rows == len(ops) and set(table.column("topic").to_pylist()) == {topic}
 
 
 def test_many_topics_to_many_cassandra_tables_with_a_pattern(

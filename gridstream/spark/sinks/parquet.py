@@ -1,9 +1,12 @@
-"""Kafka → lake change log: every operation appended to Parquet, partitioned by type and date.
+"""Kafka → lake change log: every operation appended to Parquet, partitioned by type,
+date and source topic.
 
-Layout: ``<path>/type=<type>/date=<yyyy-mm-dd>/batch-<batch id>-<n>.parquet``; ``date`` is
-the operation's commit time (UTC). Columns: the Kafka position (``topic``,
-``kafka_partition``, ``offset``), the envelope (``op type id version txn ts partition``),
-``data`` as JSON text and ``removed``.
+Layout: ``<path>/type=<type>/date=<yyyy-mm-dd>/topic=<topic>/batch-<batch id>-<n>.parquet``;
+``date`` is the operation's commit time (UTC). Columns: the Kafka position (``topic``, from
+the directory, ``kafka_partition``, ``offset``), the envelope (``op type id version txn ts
+partition``), ``data`` as JSON text and ``removed``. The topic is a directory rather than a
+column of every row: a batch holds few topics, and writing the same string into every row
+cost 3–5 % of the pipeline's CPU time.
 
 A batch is written to ``<path>/_staging/batch=<id>`` and then moved into place under
 names derived from its batch id, after removing any file an earlier attempt of the same
@@ -22,12 +25,14 @@ from gridstream.spark.sinks.base import BatchSink, SinkResult
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["CHANGE_LOG_COLUMNS", "ParquetSink", "change_log_frame"]
+__all__ = ["CHANGE_LOG_COLUMNS", "PARTITION_COLUMNS", "ParquetSink", "change_log_frame"]
 
 CHANGE_LOG_COLUMNS = (
     "topic", "kafka_partition", "offset", "op", "type", "id", "version", "txn", "ts",
     "partition", "data", "removed", "date",
 )
+PARTITION_COLUMNS = ("type", "date", "topic")
+"""The change log's directory levels, in order."""
 
 
 def change_log_frame(operations: DataFrame) -> DataFrame:
@@ -59,7 +64,7 @@ class ParquetSink(BatchSink):
         frame = change_log_frame(operations).observe(rows, F.count(F.lit(1)).alias("rows"))
         try:
             (frame.write.mode("overwrite").option("compression", self.compression)
-             .partitionBy("type", "date").parquet(staging))
+             .partitionBy(*PARTITION_COLUMNS).parquet(staging))
             moved = _publish(spark, self.path, staging, batch_id)
         except StoreError:
             raise
@@ -80,11 +85,12 @@ def _publish(spark: SparkSession, root: str, staging: str, batch_id: int) -> int
     stage_path = path_cls(staging)
     fs = stage_path.getFileSystem(conf)
     prefix = f"batch-{batch_id:012d}-"
-    old = fs.globStatus(path_cls(f"{root}/type=*/date=*/{prefix}*"))
+    levels = "/".join(f"{name}=*" for name in PARTITION_COLUMNS)
+    old = fs.globStatus(path_cls(f"{root}/{levels}/{prefix}*"))
     for path in stat2paths(old) if old else []:
         fs.delete(path, False)
     stage_root = fs.makeQualified(stage_path).toString()
-    found = fs.globStatus(path_cls(f"{staging}/type=*/date=*/*.parquet"))
+    found = fs.globStatus(path_cls(f"{staging}/{levels}/*.parquet"))
     listed = (p.toString() for p in (stat2paths(found) if found else []))
     staged = sorted(p for p in listed if not p[p.rindex("/") + 1:].startswith(("_", ".")))
     made: set[str] = set()
