@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pyspark.sql.functions as F
+import pytest
 
+from gridstream.errors import StoreError
 from gridstream.spark import PipelineConfig, StorePipeline, TypeRegistry
 from tests.integration.spark_checks import check_cassandra, check_delta, check_sql
 from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
@@ -117,6 +119,23 @@ def test_parquet_change_log_batch_rerun_replaces_its_own_files(
     table = ds.dataset(str(log), format="parquet", partitioning="hive",
                        exclude_invalid_files=True).to_table(columns=["topic", "offset"])
     assert table.num_rows == len(ops) and set(table.column("topic").to_pylist()) == {topic}
+
+
+def test_parquet_sink_refuses_a_change_log_of_the_earlier_layout(
+        spark: Any, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    log = tmp_path / "changes"
+    old = log / "type=T" / "date=2026-01-01"
+    old.mkdir(parents=True)
+    earlier = old / "batch-000000000000-00000.parquet"
+    pq.write_table(pa.table({"topic": ["t"], "offset": [0]}), earlier)
+    pipeline = StorePipeline(_config("log", ["t"], tmp_path, {"kind": "parquet", "path": str(log)}))
+    with pytest.raises(StoreError, match="earlier layout"):
+        pipeline.start(spark)
+    earlier.unlink()
+    pipeline.sink.open(spark)  # an empty or new-layout path is accepted
 
 
 def test_many_topics_to_many_cassandra_tables_with_a_pattern(

@@ -54,6 +54,19 @@ class ParquetSink(BatchSink):
     def describe(self) -> str:
         return f"parquet {self.path}"
 
+    def open(self, spark: SparkSession) -> None:
+        """Refuse a path that holds a change log of the earlier layout (files directly
+        under ``type=…/date=…``): Spark cannot read the two layouts as one table."""
+        jvm: Any = spark.sparkContext._jvm
+        path = jvm.org.apache.hadoop.fs.Path(f"{self.path}/type=*/date=*/*.parquet")
+        found = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()) \
+            .globStatus(path)
+        if found:
+            raise StoreError(
+                f"{self.path} holds a change log of the earlier layout (type=…/date=…/"
+                f"<file>, topic inside the files); this sink writes type=…/date=…/topic=…/. "
+                f"Point the parquet sink at a new path")
+
     def write(self, operations: DataFrame, batch_id: int) -> SinkResult:
         import pyspark.sql.functions as F
         from pyspark.sql import Observation
