@@ -58,7 +58,7 @@ class ParquetSink(BatchSink):
         """Refuse a path that holds a change log of the earlier layout (files directly
         under ``type=…/date=…``): Spark cannot read the two layouts as one table."""
         jvm: Any = spark.sparkContext._jvm
-        path = jvm.org.apache.hadoop.fs.Path(f"{self.path}/type=*/date=*/*.parquet")
+        path = jvm.org.apache.hadoop.fs.Path(f"{self.path}/type=*/date=*/batch-*.parquet")
         found = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()) \
             .globStatus(path)
         if found:
