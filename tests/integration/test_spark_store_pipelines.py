@@ -135,7 +135,7 @@ def test_parquet_sink_refuses_a_change_log_of_the_earlier_layout(
     with pytest.raises(StoreError, match="earlier layout"):
         pipeline.start(spark)
     earlier.unlink()
-    pipeline.sink.open(spark)  # an empty or new-layout path is accepted
+    pipeline.sink.open(spark)  # without the earlier layout's file, the path is accepted
 
 
 def test_many_topics_to_many_cassandra_tables_with_a_pattern(

@@ -33,6 +33,8 @@ CHANGE_LOG_COLUMNS = (
 )
 PARTITION_COLUMNS = ("type", "date", "topic")
 """The change log's directory levels, in order."""
+_LEVELS = "/".join(f"{name}=*" for name in PARTITION_COLUMNS)
+"""A glob of every partition directory."""
 
 
 def change_log_frame(operations: DataFrame) -> DataFrame:
@@ -57,11 +59,8 @@ class ParquetSink(BatchSink):
     def open(self, spark: SparkSession) -> None:
         """Refuse a path that holds a change log of the earlier layout (files directly
         under ``type=…/date=…``): Spark cannot read the two layouts as one table."""
-        jvm: Any = spark.sparkContext._jvm
-        path = jvm.org.apache.hadoop.fs.Path(f"{self.path}/type=*/date=*/batch-*.parquet")
-        found = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()) \
-            .globStatus(path)
-        if found:
+        fs, path_cls = _filesystem(spark, self.path)
+        if fs.globStatus(path_cls(f"{self.path}/type=*/date=*/batch-*.parquet")):
             raise StoreError(
                 f"{self.path} holds a change log of the earlier layout (type=…/date=…/"
                 f"<file>, topic inside the files); this sink writes type=…/date=…/topic=…/. "
@@ -91,19 +90,16 @@ class ParquetSink(BatchSink):
 def _publish(spark: SparkSession, root: str, staging: str, batch_id: int) -> int:
     """Move the staged files into their partitions under batch-derived names, after
     deleting whatever an earlier attempt of the same batch published."""
+    fs, path_cls = _filesystem(spark, staging)
     jvm: Any = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    path_cls = jvm.org.apache.hadoop.fs.Path
     stat2paths = jvm.org.apache.hadoop.fs.FileUtil.stat2Paths
     stage_path = path_cls(staging)
-    fs = stage_path.getFileSystem(conf)
     prefix = f"batch-{batch_id:012d}-"
-    levels = "/".join(f"{name}=*" for name in PARTITION_COLUMNS)
-    old = fs.globStatus(path_cls(f"{root}/{levels}/{prefix}*"))
+    old = fs.globStatus(path_cls(f"{root}/{_LEVELS}/{prefix}*"))
     for path in stat2paths(old) if old else []:
         fs.delete(path, False)
     stage_root = fs.makeQualified(stage_path).toString()
-    found = fs.globStatus(path_cls(f"{staging}/{levels}/*.parquet"))
+    found = fs.globStatus(path_cls(f"{staging}/{_LEVELS}/*.parquet"))
     listed = (p.toString() for p in (stat2paths(found) if found else []))
     staged = sorted(p for p in listed if not p[p.rindex("/") + 1:].startswith(("_", ".")))
     made: set[str] = set()
@@ -116,3 +112,10 @@ def _publish(spark: SparkSession, root: str, staging: str, batch_id: int) -> int
             raise StoreError(f"could not move {source} into {root}/{rel}")
     fs.delete(stage_path, True)
     return len(staged)
+
+
+def _filesystem(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """The Hadoop file system holding ``path``, and Hadoop's ``Path`` class (via Py4J)."""
+    jvm: Any = spark.sparkContext._jvm
+    path_cls = jvm.org.apache.hadoop.fs.Path
+    return path_cls(path).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path_cls
