@@ -253,6 +253,8 @@ class EmbeddedLogReader(LogReader):
                     part.torn = (part.segments[part.index][1], result.stop.offset,
                                  result.stop.reason)
                     if not result.stop.torn or self._has_next_segment(p, part, force=True):
+                        if not self._stop_persists(p, part, result.stop.offset):
+                            continue  # an append raced the read: scan again
                         path, offset, reason = part.torn
                         raise LogCorruptedError(
                             f"corrupted record ({reason}) in {path} at byte {offset}",
@@ -265,6 +267,18 @@ class EmbeddedLogReader(LogReader):
             part.close()
             part.index += 1
             part.pos = 0
+
+    def _stop_persists(self, p: int, part: _Part, offset: int) -> bool:
+        """Whether a scan stop at ``offset`` is still there when read again.
+
+        A read racing an append can see the file's new size before its bytes (zeros),
+        or a record cut short just before the writer finished it and opened the next
+        segment. Both are gone on a second read; damage is not. Only a stop seen twice
+        at the same offset is reported as corruption."""
+        again = scan_frames(part.fd, offset, os.fstat(part.fd).st_size)
+        if again.stop is None or again.stop.offset != offset:
+            return False
+        return not again.stop.torn or self._has_next_segment(p, part, force=True)
 
     def _open_next(self, p: int, part: _Part) -> bool:
         if part.index < 0 or part.index >= len(part.segments):

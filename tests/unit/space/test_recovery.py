@@ -19,6 +19,7 @@ from gridstream.errors import ConfigError, LogCorruptedError, OperationLogError
 from gridstream.operations import Bulk, OpType
 from gridstream.space import Change, Space, open_log_reader
 from gridstream.space._codec import decode_data
+from gridstream.space._frames import HEADER_SIZE
 
 from .models import Address, Order, Person
 
@@ -281,4 +282,33 @@ def test_a_live_reader_follows_a_repaired_log(open_space: Callable[..., Space],
     space.write(Person(99, "after the repair"))
     bulks = reader.read(6, 100)
     assert [op.id for b in bulks for op in b.operations] == [99]
+    reader.close()
+
+
+def test_a_read_racing_an_append_is_read_again_not_reported(
+    open_space: Callable[..., Space], space_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tailing read can see an appended record's bytes as zeros (the file's new size
+    before its data): the reader reads again instead of reporting damage."""
+    space = open_space(partitions=1)
+    space.write(Person(1, "a"))
+    reader = open_log_reader(space_dir)
+    assert len(reader.read(1, 10)) == 1
+    space.write(Person(2, "b"))
+    space.write(Person(3, "c"))
+    inode = _last_segment(space_dir).stat().st_ino
+    real_pread = os.pread
+    raced: list[int] = []
+
+    def stale_pread(fd: int, n: int, pos: int) -> bytes:
+        data = real_pread(fd, n, pos)
+        if not raced and pos > 0 and os.fstat(fd).st_ino == inode:
+            raced.append(pos)  # the first record's header is there, its bytes not yet
+            return data[:HEADER_SIZE] + bytes(len(data) - HEADER_SIZE)
+        return data
+
+    monkeypatch.setattr(os, "pread", stale_pread)
+    bulks = reader.read(2, 10)
+    assert raced, "the stale read was not exercised"
+    assert [op.id for b in bulks for op in b.operations] == [2, 3]
     reader.close()
