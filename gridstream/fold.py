@@ -1,5 +1,7 @@
 """Folding operations into an entity's current state, for row-versioned sinks (SQL, lake).
 
+Pure Python (no Spark): the space and the stores can use it as well.
+
 Cassandra versions each cell; a SQL row or a lake row has one version, so partial
 operations must be applied in version order onto the state the sink already holds.
 The fold follows the space's semantics:
@@ -25,10 +27,10 @@ from typing import Any
 
 import orjson
 
+from gridstream.errors import CodecError
 from gridstream.paths import set_path, unset_path
-from gridstream.spark._rows import parse_data
 
-__all__ = ["EntityState", "FoldResult", "OpRow", "fold"]
+__all__ = ["EntityState", "FoldResult", "OpRow", "fold", "parse_data"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,19 @@ class FoldResult:
     state: EntityState | None
     applied: int
     stale: int
+
+
+def parse_data(text: str | None, where: str) -> dict[str, Any] | None:
+    """``data``'s JSON text as a dict; ``CodecError`` names the record otherwise."""
+    if text is None:
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"{where}: data is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise CodecError(f"{where}: data is not a JSON object")
+    return value
 
 
 _FULL = frozenset({"WRITE", "UPDATE"})

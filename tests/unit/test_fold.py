@@ -8,7 +8,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gridstream.spark.sinks._state import EntityState, OpRow, fold
+from gridstream.fold import EntityState, OpRow, fold
 
 
 def _row(op: str, version: int, data: dict[str, Any] | None = None,
