@@ -131,7 +131,7 @@ class DeltaSink(BatchSink):
             F.array().cast("array<string>").alias("removed"), "deleted",
             F.lit(True).alias("is_base"),
         )
-        fixed = {n: sorted(d.fixed_names()) for n, d in self.types.declared.items()}
+        fixed = {n: sorted(d.declared_paths()) for n, d in self.types.declared.items()}
         folded = (
             ops.unionByName(base)
             .repartition("type", "id")

@@ -162,7 +162,7 @@ class SqlSink(BatchSink):
                     entities: dict[str, list[OpRow]]) -> tuple[int, int]:
         table = self.table_name(type_name)
         self._ensure_table(cur, table)
-        fixed = self.types.fixed_names(type_name)
+        fixed = self.types.declared_paths(type_name)
         bases = self._load(cur, table, list(entities))
         rows: list[tuple[Any, ...]] = []
         applied = stale = 0
