@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from gridstream.errors import InvalidEntryError
+from gridstream.kinds import check_path_value
 from gridstream.model import normalize_value
 from gridstream.operations import TypeDescriptor
 from gridstream.paths import apply_logged
@@ -119,6 +120,7 @@ def apply_changes(
             value = _incremented(get_path(data, step.path), value, step.path)
         elif step.action != "set":
             raise InvalidEntryError(f"unknown change action {step.action!r}")
+        check_path_value(descriptor, step.path, value, top_level=step.path in data)
         apply_logged(data, "CHANGE", {step.path: value}, (), declared)
     changed: dict[str, Any] = {}
     removed: list[str] = []
