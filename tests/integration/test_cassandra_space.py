@@ -78,6 +78,7 @@ class SpaceWorkload:
                     Change.set("tags", ["q", "r"]),
                     Change.increment("address.no", 1),
                     Change.set("name", "c"),
+                    Change.unset("address.street"),  # a declared nested field: becomes None
                 ],
                 k=2,
             )
