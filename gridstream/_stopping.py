@@ -60,6 +60,8 @@ class StopFlag:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Sleep until the flag is set or ``timeout`` seconds have passed; the flag."""
+        if not self._closer.alive and not self._set:
+            raise ValueError("wait on a closed StopFlag")
         deadline = None if timeout is None else time.monotonic() + timeout
         poller = select.poll()
         poller.register(self._read, select.POLLIN)
@@ -74,7 +76,8 @@ class StopFlag:
         return self._set
 
     def close(self) -> None:
-        """Release the pipe (``set`` afterwards is harmless; ``wait`` must not follow)."""
+        """Release the pipe (``set`` afterwards is harmless; ``wait`` then raises unless
+        the flag is set)."""
         self._closer()
 
 

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from gridstream._stopping import StopFlag, stop_on_signals
 
 LOCK_TYPES = (_thread.LockType, _thread.RLock)
@@ -94,5 +96,7 @@ def test_handlers_are_restored_and_not_installed_off_the_main_thread() -> None:
 def test_closed_flag_can_still_be_set() -> None:
     flag = StopFlag()
     flag.close()
+    with pytest.raises(ValueError, match="closed"):
+        flag.wait(0.01)  # never a busy loop on a closed pipe
     flag.set()  # a late signal after shutdown must not raise
-    assert flag.is_set()
+    assert flag.is_set() and flag.wait(0.01)
