@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
 from collections.abc import Sequence
-from types import FrameType
-from typing import Any
 
+from gridstream._stopping import stop_on_signals
 from gridstream.errors import ConfigError, GridstreamError
 from gridstream.mirror._offsets import DEFAULT_OFFSETS_TOPIC
 from gridstream.mirror.kafka import KafkaSyncEndpoint, TopicSettings
@@ -104,18 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     max_batch_operations=args.max_batch_operations,
                     max_batch_ms=args.max_batch_ms, poll_interval_ms=args.poll_interval_ms,
                     retry=RetryPolicy(max_attempts=args.max_attempts))
-
-    def on_signal(signum: int, frame: FrameType | None) -> Any:
-        mirror.request_stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     done = threading.Event()
     if args.metrics_interval > 0:
         threading.Thread(target=_report, args=(mirror, args.metrics_interval, done),
                          daemon=True).start()
     try:
-        mirror.run()
+        with stop_on_signals(mirror.request_stop):
+            mirror.run()
     except GridstreamError as exc:
         print(f"gridstream mirror: error: {exc}", file=sys.stderr)
         return 2

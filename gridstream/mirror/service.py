@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from gridstream._stopping import StopFlag
 from gridstream.errors import EndpointError, GridstreamError, KafkaClientError, MirrorError
 from gridstream.mirror.endpoint import SyncEndpoint
 from gridstream.operations import Bulk
@@ -105,7 +106,7 @@ class Mirror:
         self._pending: list[Bulk] = []
         self._batch_operations = 0
         self._opened = False
-        self._stop = threading.Event()
+        self._stop = StopFlag()
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
         self._state = "new"
@@ -179,17 +180,9 @@ class Mirror:
             log.error("mirror %s failed: %s", self.name, _describe(exc))
 
     def request_stop(self) -> None:
-        """Ask ``run()`` to return after the batch in flight (safe from a signal handler).
-
-        Signal handlers run in the main thread, possibly while it is inside the stop
-        event's own (non-reentrant) lock, waiting in a poll or a backoff; setting the event
-        there would deadlock. So the main thread hands the setting to a short-lived
-        thread, which proceeds as soon as the interrupted wait releases the lock."""
-        if threading.current_thread() is threading.main_thread():
-            threading.Thread(target=self._stop.set, name=f"mirror-{self.name}-stop",
-                             daemon=True).start()
-        else:
-            self._stop.set()
+        """Ask ``run()`` to return after the batch in flight (safe from a signal handler:
+        the stop flag takes no lock, see ``gridstream._stopping``)."""
+        self._stop.set()
 
     def stop(self, timeout_s: float | None = 60.0) -> None:
         """Finish the batch in flight, close the endpoint; re-raises a background failure."""

@@ -201,6 +201,28 @@ class PipelineConfig(BaseModel):
         dead_letter = self.error_handling_policy is ErrorPolicy.DEAD_LETTER
         if dead_letter and not self.dead_letter_topic:
             raise ValueError("errorHandlingPolicy 'dead_letter' needs 'dead_letter_topic'")
-        if self.dead_letter_topic and self.topics and self.dead_letter_topic in self.topics:
-            raise ValueError("the dead-letter topic cannot be one of the pipeline's topics")
+        self._no_dead_letter_loop()
+        if self.min_partitions is not None and isinstance(self.sink, CassandraSinkConfig):
+            raise ValueError(
+                f"minPartitions ({self.min_partitions}) cannot be used with the cassandra "
+                "sink: it splits a Kafka partition into concurrent Spark tasks, so an "
+                "entity's operations could be applied out of order (a nested change "
+                "read-modify-writes a whole column and would lose a newer edit); remove "
+                "minPartitions")
         return self
+
+    def _no_dead_letter_loop(self) -> None:
+        """Refuse a source that would read the pipeline's own dead letters (they are
+        malformed, so they would be dead-lettered again, forever)."""
+        topic = self.dead_letter_topic
+        if not topic:
+            return
+        if self.topics is not None and topic in self.topics:
+            raise ValueError(f"the dead-letter topic {topic!r} is one of the pipeline's "
+                             "topics: the pipeline would read its own dead letters forever")
+        # Spark's subscribePattern takes a topic whose whole name matches (Java's
+        # Pattern.matches), as re.fullmatch does
+        if self.pattern is not None and re.fullmatch(self.pattern, topic):
+            raise ValueError(f"the pattern {self.pattern!r} matches the dead-letter topic "
+                             f"{topic!r}: the pipeline would read its own dead letters "
+                             "forever; narrow the pattern or rename the dead-letter topic")

@@ -11,6 +11,7 @@ crash at any point replays the batch, which every sink applies idempotently
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections import deque
@@ -140,10 +141,21 @@ class StorePipeline:
             self.failure = exc
             raise
 
-    def process_batch(self, records: DataFrame, batch_id: int) -> BatchReport:
+    def process_batch(self, records: DataFrame, batch_id: int, *,
+                      query_id: str | None = None) -> BatchReport:
         """Decode, apply the error policy, write to the sink (also usable on a batch
-        DataFrame read from Kafka, e.g. to replay a range by hand)."""
+        DataFrame read from Kafka, e.g. to replay a range by hand).
+
+        ``query_id`` names the run the batch belongs to; inside the streaming query it is
+        the query's id (kept by the checkpoint). A batch applied by hand to the
+        ``parquet`` sink needs one of its own: the change log's file names include it.
+        """
         started = time.monotonic()
+        query_id = query_id or _streaming_query_id(records)
+        if query_id is not None and not _QUERY_ID.match(query_id):
+            raise ConfigError(f"pipeline {self.name!r}: query id {query_id!r} must be "
+                              "1-64 letters, digits, '-' or '_'")
+        self.sink.bind_query(query_id)
         self._headers_read = "headers" in records.columns
         decoded = decode_envelopes(records)
         if self.sink.single_pass:
@@ -265,6 +277,17 @@ class StorePipeline:
             raise SparkError(f"pipeline {self.name!r}: {count} malformed record(s), but only "
                              f"{found} could be read again with their headers")
         return again
+
+
+_QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"
+"""The local property Spark sets on a streaming query's thread (foreachBatch runs there)."""
+
+
+def _streaming_query_id(records: DataFrame) -> str | None:
+    """The id of the streaming query running this batch, or None outside one."""
+    value = records.sparkSession.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
+    return str(value) if value else None
 
 
 _OBSERVATION_WAIT_S = 60.0

@@ -4,19 +4,18 @@ SIGINT and SIGTERM stop every query (a batch in flight is abandoned before its o
 are committed, and runs again on the next start) and then the Spark session. A query
 that fails stops the run with its error, unless its pipeline allows restarts for store
 errors (``max_restarts``): the query is then started again from its checkpoint after
-``restart_delay_s``, re-applying the failed batch idempotently.
+``restart_delay_s``, re-applying the failed batch idempotently. The signal handlers only
+raise a ``StopFlag`` (no lock taken inside a handler), which the supervising loop waits on.
 """
 
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
+from gridstream._stopping import StopFlag, stop_on_signals
 from gridstream.errors import StoreError
 from gridstream.spark.pipeline import StorePipeline
 
@@ -46,30 +45,31 @@ class PipelineRunner:
         self.out = out or sys.stdout
         self.poll_s = poll_s
         self.restarts = restarts or {}
-        self._stop = threading.Event()
+        self._stop = StopFlag()
         self._restarted: dict[str, int] = {}
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
     def stop(self) -> None:
-        """Ask ``run`` to stop (thread-safe; what the signal handlers call)."""
+        """Ask ``run`` to stop (thread-safe, takes no lock: what the signal handlers
+        call)."""
         self._stop.set()
 
     def run(self) -> int:
         """Run until stopped (0), until every query has finished (0, with an
         ``available_now`` trigger) or until a query fails (1)."""
         spark = self.spark_factory()
-        previous = self._install_signals()  # after SparkContext, which installs its own
         queries: dict[str, StreamingQuery] = {}
-        try:
-            for pipeline in self.pipelines:
-                self.say(f"starting {pipeline.describe()}")
-                queries[pipeline.name] = pipeline.start(spark)
-            return self._supervise(spark, queries)
-        finally:
-            self._shutdown(spark, queries)
-            self._restore_signals(previous)
+        # installed after the SparkContext, which installs its own SIGINT handler
+        with stop_on_signals(self.stop):
+            try:
+                for pipeline in self.pipelines:
+                    self.say(f"starting {pipeline.describe()}")
+                    queries[pipeline.name] = pipeline.start(spark)
+                return self._supervise(spark, queries)
+            finally:
+                self._shutdown(spark, queries)
 
     def _supervise(self, spark: SparkSession, queries: dict[str, StreamingQuery]) -> int:
         by_name = {p.name: p for p in self.pipelines}
@@ -129,23 +129,6 @@ class PipelineRunner:
         for pipeline in self.pipelines:
             pipeline.sink.close()
         spark.stop()
-
-    def _install_signals(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        previous: dict[int, Any] = {}
-
-        def handler(signum: int, frame: FrameType | None) -> None:
-            self._stop.set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, handler)
-        return previous
-
-    @staticmethod
-    def _restore_signals(previous: dict[int, Any]) -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _lag(progress: dict[str, Any] | None) -> int | None:

@@ -106,19 +106,78 @@ def test_parquet_change_log_batch_rerun_replaces_its_own_files(
                                                                 "path": str(log)}))
     batch = _kafka_batch(spark, kafka_bootstrap, [topic])
     for _ in range(3):
-        report = pipeline.process_batch(batch, batch_id=5)
+        report = pipeline.process_batch(batch, batch_id=5, query_id="replay-a")
         assert report.records == len(ops)
     changes = spark.read.parquet(str(log))
     assert changes.count() == len(ops)
     assert [r["topic"] for r in changes.select("topic").distinct().collect()] == [topic]
-    files = list(log.glob(f"type=*/date=*/topic={topic}/batch-000000000005-*.parquet"))
-    assert files and not list((log / "_staging").glob("*"))
+    pattern = f"type=*/date=*/topic={topic}/batch-000000000005-replay-a-*.parquet"
+    files = sorted(log.glob(pattern))
+    assert files and not list((log / "_staging").glob("*/*"))
     # Hive-style directories: readers other than Spark see the topic as a column too
     import pyarrow.dataset as ds
 
     table = ds.dataset(str(log), format="parquet", partitioning="hive",
                        exclude_invalid_files=True).to_table(columns=["topic", "offset"])
     assert table.num_rows == len(ops) and set(table.column("topic").to_pylist()) == {topic}
+    # the same batch id under another query id is another run: it adds its own files
+    pipeline.process_batch(batch, batch_id=5, query_id="replay-b")
+    assert sorted(log.glob(pattern)) == files
+    assert spark.read.parquet(str(log)).count() == 2 * len(ops)
+    with pytest.raises(StoreError, match="no query id"):  # by hand, a query id is needed
+        pipeline.process_batch(batch, batch_id=5)
+
+
+def _rows_by_query(spark: Any, log: Path) -> dict[str, tuple[int, int]]:
+    """Query id (from the file names) → (rows, distinct Kafka positions)."""
+    frame = spark.read.parquet(str(log)).withColumn(
+        "query", F.regexp_extract(F.input_file_name(), r"batch-[0-9]+-(.+)-[0-9]+\.parquet$", 1))
+    return {r["query"]: (int(r["rows"]), int(r["positions"])) for r in frame.groupBy("query").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.countDistinct("topic", "kafka_partition", "offset").alias("positions")).collect()}
+
+
+def test_parquet_change_log_runs_sharing_a_path_keep_each_others_files(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    """Batch ids restart at 0 for every query: a second pipeline on the same path and a
+    run on a reset checkpoint write batch 0 again, and must not delete the first one's
+    files; a batch the same query runs again still replaces its own files."""
+    import shutil
+
+    topic = topic_factory(2)
+    ops = Workload(seed=4).run(60, people=8, orders=1)
+    produce(kafka_bootstrap, {PERSON.name: topic, ORDER: topic}, ops)
+    log = tmp_path / "changes"
+    sink = {"kind": "parquet", "path": str(log)}
+
+    def pipeline(name: str) -> StorePipeline:
+        return StorePipeline(_config(name, [topic], tmp_path, sink),
+                             bootstrap_servers=kafka_bootstrap)
+
+    first = pipeline("first")
+    _run(spark, [first])
+    first_id = spark.read.text(str(tmp_path / "ckpt-first" / "metadata")).first()[0]
+    (only,) = _rows_by_query(spark, log).items()
+    assert only[1] == (len(ops), len(ops)) and only[0] in first_id
+
+    # Spark runs the last batch again when its commit is missing: same query, same files
+    commits = sorted((tmp_path / "ckpt-first" / "commits").glob("[0-9]*"),
+                     key=lambda f: int(f.name))
+    commits[-1].unlink()
+    commits[-1].with_name(f".{commits[-1].name}.crc").unlink(missing_ok=True)
+    rerun = pipeline("first")
+    _run(spark, [rerun])
+    assert [r.batch_id for r in rerun.reports] == [int(commits[-1].name)]
+    assert _rows_by_query(spark, log) == dict([only])
+
+    _run(spark, [pipeline("second")])  # another pipeline, same path, batch ids from 0
+    shutil.rmtree(tmp_path / "ckpt-first")  # a reset checkpoint: a new query, from 0 again
+    _run(spark, [pipeline("first")])
+    assert spark.read.parquet(str(log)).count() == 3 * len(ops)  # nothing deleted
+    runs = _rows_by_query(spark, log)
+    assert len(runs) == 3 and only[0] in runs
+    assert all(counts == (len(ops), len(ops)) for counts in runs.values()), runs
 
 
 def test_parquet_sink_refuses_a_change_log_of_the_earlier_layout(

@@ -47,6 +47,12 @@ class BatchSink(ABC):
     def open(self, spark: SparkSession) -> None:  # noqa: B027 - optional hook
         """Prepare the store (connect, create what is missing) before the first batch."""
 
+    def bind_query(self, query_id: str | None) -> None:  # noqa: B027 - optional hook
+        """The query the next batch belongs to (the streaming query's id, kept by its
+        checkpoint; None for a batch applied by hand without one). Batch ids restart with
+        a new checkpoint and repeat across queries, so a sink that names its output after
+        batch ids must also name the query."""
+
     @abstractmethod
     def write(self, operations: DataFrame, batch_id: int) -> SinkResult:
         """Apply one batch; raise to fail it (Spark then does not commit its offsets)."""

@@ -1,18 +1,23 @@
 """Kafka → lake change log: every operation appended to Parquet, partitioned by type,
 date and source topic.
 
-Layout: ``<path>/type=<type>/date=<yyyy-mm-dd>/topic=<topic>/batch-<batch id>-<n>.parquet``;
-``date`` is the operation's commit time (UTC). Columns: the Kafka position (``topic``, from
-the directory, ``kafka_partition``, ``offset``), the envelope (``op type id version txn ts
-partition``), ``data`` as JSON text and ``removed``. The topic is a directory rather than a
+Layout: ``<path>/type=<type>/date=<yyyy-mm-dd>/topic=<topic>/<file>``, each file named
+``batch-<batch id>-<query id>-<n>.parquet``; ``date`` is the operation's commit time
+(UTC). Columns: the Kafka position (``topic``, from the directory, ``kafka_partition``,
+``offset``), the envelope (``op type id version txn ts partition``), ``data`` as JSON
+text and ``removed``. The topic is a directory rather than a
 column of every row: a batch holds few topics, and writing the same string into every row
 cost 3–5 % of the pipeline's CPU time.
 
-A batch is written to ``<path>/_staging/batch=<id>`` and then moved into place under
-names derived from its batch id, after removing any file an earlier attempt of the same
-batch left. A re-run batch therefore replaces its own files instead of duplicating
-them (the batch's rows are the same: Spark re-reads the same offsets). Readers skip
-``_staging``, as Spark skips every path starting with ``_``.
+A batch is written to ``<path>/_staging/query=<query id>/batch=<id>`` and then moved into
+place under names derived from its query id and batch id, after removing any file an
+earlier attempt of the same batch of the same query left. A re-run batch therefore
+replaces its own files instead of duplicating them (the batch's rows are the same: Spark
+re-reads the same offsets). The query id is the streaming query's (kept by its
+checkpoint): batch ids restart at 0 with a new checkpoint and repeat across pipelines, so
+another pipeline writing to the same path, or a run on a reset checkpoint, never touches
+this query's files. Readers skip ``_staging``, as Spark skips every path starting with
+``_``.
 """
 
 from __future__ import annotations
@@ -52,6 +57,10 @@ class ParquetSink(BatchSink):
     def __init__(self, path: str, *, compression: str = "zstd") -> None:
         self.path = path.rstrip("/")
         self.compression = compression
+        self.query_id: str | None = None
+
+    def bind_query(self, query_id: str | None) -> None:
+        self.query_id = query_id
 
     def describe(self) -> str:
         return f"parquet {self.path}"
@@ -71,13 +80,19 @@ class ParquetSink(BatchSink):
         from pyspark.sql import Observation
 
         spark = operations.sparkSession
-        staging = f"{self.path}/_staging/batch={batch_id}"
+        query = self.query_id
+        if query is None:
+            raise StoreError(
+                f"change-log batch {batch_id} for {self.path} has no query id: file names "
+                f"include it (batch ids repeat across queries); outside a streaming query "
+                f"pass one, e.g. process_batch(frame, batch_id, query_id='replay-1')")
+        staging = f"{self.path}/_staging/query={query}/batch={batch_id}"
         rows = Observation()
         frame = change_log_frame(operations).observe(rows, F.count(F.lit(1)).alias("rows"))
         try:
             (frame.write.mode("overwrite").option("compression", self.compression)
              .partitionBy(*PARTITION_COLUMNS).parquet(staging))
-            moved = _publish(spark, self.path, staging, batch_id)
+            moved = _publish(spark, self.path, staging, f"batch-{batch_id:012d}-{query}-")
         except StoreError:
             raise
         except Exception as exc:
@@ -87,14 +102,14 @@ class ParquetSink(BatchSink):
         return SinkResult(operations=count, applied=count, details={"files": moved})
 
 
-def _publish(spark: SparkSession, root: str, staging: str, batch_id: int) -> int:
-    """Move the staged files into their partitions under batch-derived names, after
-    deleting whatever an earlier attempt of the same batch published."""
+def _publish(spark: SparkSession, root: str, staging: str, prefix: str) -> int:
+    """Move the staged files into their partitions as ``<prefix><n>.parquet``, after
+    deleting whatever an earlier attempt of the same batch (same ``prefix``: batch and
+    query) published."""
     fs, path_cls = _filesystem(spark, staging)
     jvm: Any = spark.sparkContext._jvm
     stat2paths = jvm.org.apache.hadoop.fs.FileUtil.stat2Paths
     stage_path = path_cls(staging)
-    prefix = f"batch-{batch_id:012d}-"
     old = fs.globStatus(path_cls(f"{root}/{_LEVELS}/{prefix}*"))
     for path in stat2paths(old) if old else []:
         fs.delete(path, False)

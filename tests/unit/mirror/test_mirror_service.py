@@ -5,16 +5,19 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import threading
 import time
 from collections.abc import Mapping, Sequence
 
 import pytest
 
+from gridstream._stopping import stop_on_signals
 from gridstream.errors import EndpointError, KafkaClientError, MirrorError, OperationLogError
 from gridstream.mirror import InMemoryLog, Mirror, RetryPolicy, UndeliverableError
 from gridstream.mirror.endpoint import SyncEndpoint
 from gridstream.mirror.policy import Reason
 from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
+from tests.unit.test_stopping import lock_calls
 
 T = TypeDescriptor(name="T", id_property="id", topic="t")
 FAST = RetryPolicy(max_attempts=4, initial_backoff_ms=1, max_backoff_ms=2)
@@ -267,25 +270,18 @@ def test_log_acks_are_throttled_and_flushed_on_close() -> None:
 
 
 def test_a_stop_signal_cannot_deadlock_the_mirror_loop() -> None:
-    """SIGTERM arriving while the main thread is inside the stop event's lock (in a
-    poll or a backoff wait) used to block the handler forever."""
+    """SIGTERM arriving while the main thread is inside a lock it then needs (an event's
+    condition lock, in a poll or a backoff wait) would block the handler forever: the
+    stop request takes no lock, and a signal during a wait in the main thread ends it."""
     mirror = Mirror(InMemoryLog([T]), FakeEndpoint(), name="m")
-
-    def on_alarm(signum: int, frame: object) -> None:
-        raise TimeoutError("request_stop blocked")
-
-    previous = (signal.signal(signal.SIGUSR1, lambda signum, frame: mirror.request_stop()),
-                signal.signal(signal.SIGALRM, on_alarm))
-    signal.setitimer(signal.ITIMER_REAL, 5.0)
-    try:
-        with mirror._stop._cond:  # type: ignore[attr-defined]
-            os.kill(os.getpid(), signal.SIGUSR1)
-            time.sleep(0.05)  # the handler runs here, with the lock held
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGUSR1, previous[0])
-        signal.signal(signal.SIGALRM, previous[1])
-    assert mirror._stop.wait(5.0)
+    assert lock_calls(mirror.request_stop) == []
+    assert mirror._stop.wait(0)
+    mirror = Mirror(InMemoryLog([T]), FakeEndpoint(), name="m")
+    with stop_on_signals(mirror.request_stop, (signal.SIGUSR1,)):
+        threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        started = time.monotonic()
+        assert mirror._stop.wait(30.0)
+        assert time.monotonic() - started < 5.0
 
 
 def test_the_batch_window_counts_from_the_commit_not_from_the_read() -> None:

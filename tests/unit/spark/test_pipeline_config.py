@@ -118,3 +118,49 @@ def test_type_tables_round_trip_and_dynamic_fallback() -> None:
     strict = TypeRegistry.of([descriptor], unknown_types="fail")
     with pytest.raises(Exception, match="not declared"):
         strict.get("Other")
+
+
+def _pipeline(**fields: object) -> dict[str, object]:
+    return {"pipeline": [{"name": "p", "checkpoint": "/c", "errorHandlingPolicy": "dead_letter",
+                          "sink": {"kind": "sql", "url": "sqlite:///x.db"}, **fields}]}
+
+
+@pytest.mark.parametrize("pattern", ["grid\\..*", ".*", "grid\\.(people|dlq)"])
+def test_a_pattern_matching_the_dead_letter_topic_is_refused(pattern: str) -> None:
+    """Its dead letters would be read again, found malformed and dead-lettered again."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_pipeline(subscribePattern=pattern, dead_letter_topic="grid.dlq"))
+    message = str(caught.value)
+    assert f"pattern {pattern!r}" in message and "'grid.dlq'" in message
+    assert "own dead letters" in message
+
+
+def test_a_pattern_not_matching_the_dead_letter_topic_is_accepted() -> None:
+    # Spark matches the whole topic name: 'grid' alone does not take 'grid.dlq'
+    for pattern, topic in (("grid\\.people.*", "grid.dlq"), ("grid", "grid.dlq"),
+                           ("grid\\..*", "dlq.grid"), ("grid\\.(?!dlq$).*", "grid.dlq")):
+        config = load_config(_pipeline(subscribePattern=pattern, dead_letter_topic=topic))
+        assert config.pipeline[0].pattern == pattern
+
+
+def test_a_listed_topic_equal_to_the_dead_letter_topic_is_refused() -> None:
+    with pytest.raises(ConfigError, match="dead-letter topic 'b' is one of the pipeline's topics"):
+        load_config(_pipeline(topics="a, b", dead_letter_topic="b"))
+    # also when the policy is 'fail' (the topic is only named, but still never read back)
+    with pytest.raises(ConfigError, match="'b' is one of the pipeline's topics"):
+        load_config(_pipeline(topics=["a", "b"], dead_letter_topic="b",
+                              errorHandlingPolicy="fail"))
+
+
+def test_min_partitions_is_refused_with_the_cassandra_sink() -> None:
+    """Splitting a Kafka partition across concurrent tasks loses an entity's order, and a
+    nested change applied before the write it edits loses the written map entries."""
+    cassandra = {"kind": "cassandra", "keyspace": "grid"}
+    with pytest.raises(ConfigError, match="minPartitions .*cassandra sink"):
+        load_config(_pipeline(topics=["a"], minPartitions=4, sink=cassandra,
+                              errorHandlingPolicy="fail"))
+    accepted = load_config(_pipeline(topics=["a"], sink=cassandra, errorHandlingPolicy="fail"))
+    assert accepted.pipeline[0].min_partitions is None
+    # order-independent sinks keep the option (they fold each entity in version order)
+    sql = load_config(_pipeline(topics=["a"], minPartitions=4, errorHandlingPolicy="fail"))
+    assert sql.pipeline[0].min_partitions == 4

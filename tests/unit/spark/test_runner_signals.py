@@ -1,0 +1,115 @@
+"""``gridstream run``'s runner stops cleanly on SIGTERM / SIGINT, and its signal handler
+takes no lock (a handler interrupting the supervising loop inside a lock it then needs
+would deadlock). Fakes stand in for Spark: only the supervision is under test."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gridstream.spark.runner import PipelineRunner
+from tests.unit.test_stopping import lock_calls
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class FakeQuery:
+    isActive = True
+    lastProgress = None
+
+    def exception(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        self.isActive = False
+
+
+class FakeSink:
+    def close(self) -> None:
+        print("sink closed", flush=True)
+
+
+class FakePipeline:
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.reports: deque[Any] = deque()
+        self.failure = None
+        self.sink = FakeSink()
+        self.locks: list[str] | None = None
+
+    def describe(self) -> str:
+        return "fake pipeline"
+
+    def start(self, spark: Any) -> FakeQuery:
+        print("started", flush=True)
+        return FakeQuery()
+
+
+class FakeSpark:
+    def stop(self) -> None:
+        print("spark stopped", flush=True)
+
+
+class SignalledPipeline(FakePipeline):
+    """Invokes the runner's SIGTERM handler as a signal would, while the runner runs."""
+
+    def start(self, spark: Any) -> FakeQuery:
+        handler = signal.getsignal(signal.SIGTERM)
+        assert callable(handler)
+        self.locks = lock_calls(lambda: handler(signal.SIGTERM, None))
+        return FakeQuery()
+
+
+def test_the_runners_signal_handler_takes_no_lock() -> None:
+    pipeline = SignalledPipeline()
+    runner = PipelineRunner([pipeline], FakeSpark, out=io.StringIO(),  # type: ignore[list-item]
+                            poll_s=0.05)
+    previous = signal.getsignal(signal.SIGTERM)
+    assert runner.run() == 0  # the handler stopped it
+    assert pipeline.locks == []
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from tests.unit.spark.test_runner_signals import FakePipeline, FakeSpark
+    from gridstream.spark.runner import PipelineRunner
+
+    sys.exit(PipelineRunner([FakePipeline()], FakeSpark, poll_s=30.0).run())
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_running_runner_stops_cleanly_on_a_signal(sig: signal.Signals) -> None:
+    """The loop waits 30 s between polls: only the signal can end it within the timeout."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        lines = []
+        for line in child.stdout:
+            lines.append(line)
+            if line.strip() == "started":
+                break
+        child.send_signal(sig)
+        out, err = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    output = "".join(lines) + out
+    assert child.returncode == 0, (output, err)
+    assert "stopping (Ctrl-C)" in output
+    assert "sink closed" in output and "spark stopped" in output
+    assert "Traceback" not in err
