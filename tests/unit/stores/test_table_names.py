@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import given, settings
@@ -131,6 +132,17 @@ def test_a_claim_lost_to_another_writer_allocates_again() -> None:
     assert table != "shop_Order" and registry.rows == {
         "shop_Order": "shop_Order", "shop.Order": table,
     }
+
+
+def test_a_lagging_reload_still_moves_on() -> None:
+    class Lagging(MemoryRegistry):
+        def load(self) -> Mapping[str, str]:
+            return {}  # never sees what others recorded (a stale replica)
+
+    registry = Lagging()
+    registry.rows["shop_Order"] = "shop_Order"
+    table = TableNames(registry, seed, max_length=48).table_for("shop.Order")
+    assert table.startswith("shop_Order_") and registry.rows["shop.Order"] == table
 
 
 def test_two_writers_of_one_type_agree() -> None:
