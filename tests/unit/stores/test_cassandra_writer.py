@@ -16,6 +16,8 @@ from gridstream.stores.cassandra.columns import VERSION_COLUMN, Column
 from gridstream.stores.cassandra.flatten import TypeLayout
 from gridstream.stores.cassandra.schema import CassandraSchema, TableState
 from gridstream.stores.cassandra.writer import CassandraWriter
+from gridstream.stores.naming import TableNames
+from tests.unit.stores.memory_registry import MemoryRegistry
 
 PERSON = TypeDescriptor(
     "com.example.Person",
@@ -138,6 +140,7 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[Bound]:
 def make_writer(**options: Any) -> CassandraWriter:
     w = CassandraWriter(FakeSession(), "ks", **options)
     w.schema = FakeSchema()
+    w.tables = TableNames(MemoryRegistry(), w.mapping.seed_table_name, max_length=48)
     return w
 
 
