@@ -62,9 +62,9 @@ def _sql(
     bootstrap: str, types: DemoTypes, space_types: dict[str, Any], db: Path, run_id: str
 ) -> int:
     from gridstream.consumer import OperationConsumer
-    from gridstream.consumer_sql import SqlOperationStore, run_sql_consumer
+    from gridstream.stores.sql import SqlStore, run_sql_consumer
 
-    store = SqlOperationStore(f"sqlite:///{db}", types=space_types)
+    store = SqlStore(f"sqlite:///{db}", types=space_types)
     consumer = OperationConsumer(bootstrap, topics=[types.customer_topic, types.order_topic],
                                  group_id=f"demo-sql-{run_id}", types=space_types)
     try:

@@ -8,14 +8,12 @@ entity; a deleted entity must be absent everywhere.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gridstream.consumer import OperationConsumer
-from gridstream.consumer_sql import table_name
 from gridstream.operations import TypeDescriptor
 from gridstream.space import Space
 
@@ -84,12 +82,12 @@ def from_kafka(bootstrap: str, topics: list[str], types: Mapping[str, TypeDescri
 
 
 def from_sql(path: str, type_names: Iterable[str]) -> Holding:
+    from gridstream.stores.sql import SqlStore
+
     state: State = {}
-    with sqlite3.connect(path) as conn:
+    with SqlStore(f"sqlite:///{path}") as store:
         for type_name in type_names:
-            table = table_name(type_name)
-            rows = conn.execute(f'SELECT _id, _version FROM "{table}" WHERE _deleted = 0')  # noqa: S608
-            state.update({(type_name, str(i)): int(v) for i, v in rows})
+            state.update({(type_name, row.id): row.version for row in store.read(type_name)})
     return Holding("sql", state)
 
 

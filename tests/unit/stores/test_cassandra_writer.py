@@ -335,6 +335,7 @@ def test_removing_a_declared_field_inside_one_column_nulls_it(executed: list[Bou
     writer = CassandraWriter(FakeSession(), "ks", CassandraMapping(
         flatten_filter=DefaultFlattenFilter(max_nesting_level=0)))
     writer.schema = FakeSchema()
+    writer.tables = TableNames(MemoryRegistry(), writer.mapping.seed_table_name, max_length=48)
     serializer = writer.mapping.fixed_serializer
     writer.apply([op(OpType.WRITE, 1, {"id": 1, "address": {"street": "s", "no": 2}})], TYPES)
     session_of(writer).cells["address"] = (
