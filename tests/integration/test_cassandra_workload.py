@@ -313,7 +313,7 @@ def test_every_write_carries_the_version_as_timestamp(
         Operation(OpType.CHANGE, ORDER.name, "a", 42, {"qty": 2}, 0, 0),
     ]
     writer.apply(ops, TYPES)
-    table = writer.mapping.table_name(ORDER.name)
+    table = writer.table_for(ORDER.name)
     row = cassandra_session.execute(
         f'SELECT writetime("qty"), writetime("_version"), "_version" FROM "{keyspace}"."{table}"'
     ).one()
