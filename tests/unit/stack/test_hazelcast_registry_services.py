@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -140,3 +142,28 @@ def test_an_archive_escaping_its_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StackError, match="cannot unpack"):
         unpack_application(tmp_path)
     assert not (tmp_path.parent / "evil").exists()
+
+
+def test_running_members_beyond_the_configured_count_are_listed_and_stopped(
+    tmp_path: Path,
+) -> None:
+    """``status`` and ``down`` cover every running member, whatever the member count says."""
+    third = HazelcastService(tmp_path / "home", 3)
+    third.dir.mkdir(parents=True)
+    stand_in = subprocess.Popen(  # a process carrying member 3's marker
+        [sys.executable, "-c", "import time; time.sleep(60)", third.marker],
+        start_new_session=True,
+    )
+    try:
+        third.pid_file.write_text(str(stand_in.pid))
+        members = stack.services(["hazelcast"])
+        assert [m.address for m in members] == [f"127.0.0.1:{p}" for p in (5701, 5702, 5703)]
+        assert [m.status().state for m in members[:2]] == ["down", "down"]
+        assert members[2].status().pid == stand_in.pid
+        members[2].down()  # signals and reaps it
+        assert stand_in.poll() is not None and not third.pid_file.exists()
+        assert len(stack.services(["hazelcast"])) == 1
+    finally:
+        if stand_in.poll() is None:
+            stand_in.kill()
+            stand_in.wait()
