@@ -163,7 +163,6 @@ class PostgresService(LocalService):
         return self._server
 
     def argv(self) -> list[str]:
-        _psycopg()
         server = self._server
         return [
             str(find_bin_dir() / "postgres"), "-D", str(server / "data"),
@@ -174,6 +173,7 @@ class PostgresService(LocalService):
         ]
 
     def prepare(self) -> None:
+        _psycopg()  # the health check needs it: fail before creating anything
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
         user = self.run_as()
         if not self.server_link.exists():

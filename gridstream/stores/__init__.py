@@ -2,9 +2,10 @@
 
 Each store has its own subpackage (``gridstream.stores.cassandra``); what a mapping
 decides (table names, columns, value encodings) is decided once here, so that every
-path writing a store and every path reading it back agree.
+path writing a store and every path reading it back agree. ``naming`` gives every store
+one table per type name over the store's persisted type → table records.
 """
 
 from __future__ import annotations
 
-__all__ = ["cassandra"]
+__all__ = ["cassandra", "naming"]
