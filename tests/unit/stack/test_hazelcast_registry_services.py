@@ -151,19 +151,25 @@ def test_running_members_beyond_the_configured_count_are_listed_and_stopped(
     third = HazelcastService(tmp_path / "home", 3)
     third.dir.mkdir(parents=True)
     stand_in = subprocess.Popen(  # a process carrying member 3's marker
-        [sys.executable, "-c", "import time; time.sleep(60)", third.marker],
-        start_new_session=True,
+        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)",
+         third.marker],
+        stdout=subprocess.PIPE, text=True, start_new_session=True,
     )
     try:
+        assert stand_in.stdout is not None
+        assert stand_in.stdout.readline() == "ready\n"  # exec'd: its command line is final
         third.pid_file.write_text(str(stand_in.pid))
         members = stack.services(["hazelcast"])
         assert [m.address for m in members] == [f"127.0.0.1:{p}" for p in (5701, 5702, 5703)]
         assert [m.status().state for m in members[:2]] == ["down", "down"]
         assert members[2].status().pid == stand_in.pid
-        members[2].down()  # signals and reaps it
-        assert stand_in.poll() is not None and not third.pid_file.exists()
+        members[2].down()  # SIGTERM; it may still be exiting when down() returns
+        stand_in.wait(timeout=10)  # raises TimeoutExpired if the signal did not end it
+        assert not third.pid_file.exists()
         assert len(stack.services(["hazelcast"])) == 1
     finally:
         if stand_in.poll() is None:
             stand_in.kill()
             stand_in.wait()
+        if stand_in.stdout is not None:
+            stand_in.stdout.close()
