@@ -22,6 +22,8 @@ def _services_arg(raw: str | None) -> list[str] | None:
 def _stack(args: argparse.Namespace) -> int:
     from gridstream import stack
 
+    if args.members is not None:  # the cluster size is read where the services are built
+        os.environ["GRIDSTREAM_HAZELCAST_MEMBERS"] = str(args.members)
     chosen = stack.services(_services_arg(args.services))
     if args.action == "up":
         for svc in chosen:
@@ -78,8 +80,10 @@ def _parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("stack", help="start/stop/check the local services on loopback")
     st.add_argument("action", choices=["up", "down", "status", "fetch"])
-    st.add_argument("--services", help="comma-separated: kafka,cassandra,postgres "
-                    "(default: kafka,cassandra and any other running)")
+    st.add_argument("--services", help="comma-separated: kafka,cassandra,postgres,hazelcast,"
+                    "registry (default: kafka,cassandra and any other running)")
+    st.add_argument("--members", type=int, help="hazelcast: members in the local cluster "
+                    "(GRIDSTREAM_HAZELCAST_MEMBERS, default 1)")
     st.set_defaults(func=_stack)
 
     demo = sub.add_parser("demo", help="the quickstart, end to end, on embedded defaults")

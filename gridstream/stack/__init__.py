@@ -1,5 +1,5 @@
-"""Fetch, start, health-check and stop the local services (Kafka, Cassandra, PostgreSQL)
-on loopback."""
+"""Fetch, start, health-check and stop the local services (Kafka, Cassandra, PostgreSQL,
+Hazelcast, a schema registry) on loopback."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from collections.abc import Iterable
 from gridstream.errors import StackError
 from gridstream.stack.artifacts import ARTIFACT_SETS, classpath, ensure_artifacts
 from gridstream.stack.cassandra import CassandraService
+from gridstream.stack.hazelcast import HazelcastService
 from gridstream.stack.home import gridstream_home
 from gridstream.stack.kafka import KafkaService
 from gridstream.stack.postgres import PostgresService
+from gridstream.stack.registry import RegistryService
 from gridstream.stack.service import JvmService, LocalService, ServiceStatus
 
 __all__ = [
@@ -18,10 +20,12 @@ __all__ = [
     "DEFAULT_SERVICES",
     "SERVICES",
     "CassandraService",
+    "HazelcastService",
     "JvmService",
     "KafkaService",
     "LocalService",
     "PostgresService",
+    "RegistryService",
     "ServiceStatus",
     "classpath",
     "ensure_artifacts",
@@ -33,6 +37,8 @@ SERVICES: dict[str, type[LocalService]] = {
     "kafka": KafkaService,
     "cassandra": CassandraService,
     "postgres": PostgresService,
+    "hazelcast": HazelcastService,
+    "registry": RegistryService,
 }
 DEFAULT_SERVICES = ("kafka", "cassandra")
 """What ``stack up`` starts when no service is named."""
@@ -43,7 +49,7 @@ def services(names: Iterable[str] | None = None) -> list[LocalService]:
     services, and any other that runs (so ``status`` shows it and ``down`` stops it)."""
     home = gridstream_home()
     if names is None:
-        chosen = [SERVICES[n](home) for n in SERVICES]
+        chosen = [s for n in SERVICES for s in SERVICES[n].instances(home)]
         return [s for s in chosen if s.name in DEFAULT_SERVICES or s.status().state != "down"]
     wanted = list(names)
     unknown = [n for n in wanted if n not in SERVICES]
@@ -51,4 +57,4 @@ def services(names: Iterable[str] | None = None) -> list[LocalService]:
         raise StackError(
             f"unknown service {', '.join(map(repr, unknown))}; known: {', '.join(SERVICES)}"
         )
-    return [SERVICES[n](home) for n in wanted]
+    return [s for n in wanted for s in SERVICES[n].instances(home)]

@@ -3,7 +3,9 @@
 Each artifact set is a ``jvm/<name>/pom.xml`` in the repository; its runtime classpath is
 copied into ``$GRIDSTREAM_HOME/jvm/<name>-<pom hash>/``. A changed pin resolves into a new
 folder (a process still using the old classpath keeps it), and an unchanged one never
-touches the network again.
+touches the network again. A set whose pom lists its files as ``artifactItems`` of the
+dependency plugin (the schema registry's application archive) gets those files alone,
+without their dependencies.
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ from gridstream.stack.home import gridstream_home
 
 __all__ = ["ARTIFACT_SETS", "classpath", "ensure_artifacts", "jar_dir", "pom_dir"]
 
-ARTIFACT_SETS = ("kafka", "cassandra", "spark")
+ARTIFACT_SETS = ("kafka", "cassandra", "spark", "hazelcast", "registry")
 _PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
+# Plugin 2.8's `copy` fetches an artifact without reading its descriptor: the registry's
+# names a parent pom that Maven Central does not have.
+_COPY_ITEMS = "org.apache.maven.plugins:maven-dependency-plugin:2.8:copy"
+_ITEM_SETS = frozenset({"registry"})
 _MARKER = ".resolved"
 
 
@@ -63,8 +69,11 @@ def ensure_artifacts(name: str, *, quiet: bool = False) -> Path:
         print(f"fetching JVM artifacts for {name} (once) ...", flush=True)
     staging = target.with_name(f"{target.name}.partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
-    cmd = [mvn, "-B", "-q", "-f", str(pom), _PLUGIN, f"-DoutputDirectory={staging}",
-           "-DincludeScope=runtime"]
+    if name in _ITEM_SETS:
+        cmd = [mvn, "-B", "-q", "-f", str(pom), _COPY_ITEMS, f"-DoutputDirectory={staging}"]
+    else:
+        cmd = [mvn, "-B", "-q", "-f", str(pom), _PLUGIN, f"-DoutputDirectory={staging}",
+               "-DincludeScope=runtime"]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)  # noqa: S603
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])

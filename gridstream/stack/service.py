@@ -49,6 +49,11 @@ class LocalService(ABC):
         self.pid_file = self.dir / f"{self.name}.pid"
         self.log_file = self.dir / "logs" / f"{self.name}.out"
 
+    @classmethod
+    def instances(cls, home: Path) -> list[LocalService]:
+        """The processes the service's name stands for (one; a cluster may run more)."""
+        return [cls(home)]
+
     @property
     @abstractmethod
     def address(self) -> str:

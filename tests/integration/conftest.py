@@ -24,7 +24,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _ensure(name: str) -> Iterator[LocalService]:
-    (service,) = stack.services([name])
+    service = stack.services([name])[0]  # a cluster's first member stands for it
     was_up = service.status().state == "up"
     service.up()  # idempotent; raises StackError with the log tail when it cannot start
     yield service
@@ -121,6 +121,16 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
         admin.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
+
+
+@pytest.fixture(scope="session")
+def hazelcast_service() -> Iterator[LocalService]:
+    yield from _ensure("hazelcast")
+
+
+@pytest.fixture(scope="session")
+def registry_service() -> Iterator[LocalService]:
+    yield from _ensure("registry")
 
 
 @pytest.fixture(scope="session")

@@ -98,7 +98,8 @@ def test_unknown_service_is_one_clear_line(private_home: dict[str, str]) -> None
     result = _run(["stack", "up", "--services", "kafka,zookeeper"], private_home)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "gridstream: error: unknown service 'zookeeper'; known: kafka, cassandra, postgres"
+        "gridstream: error: unknown service 'zookeeper'; "
+        "known: kafka, cassandra, postgres, hazelcast, registry"
     ]
 
 
