@@ -135,7 +135,8 @@ class OperationConsumer:
             try:
                 self._consumer = Consumer(self._props.client_config())
             except KafkaException as exc:
-                raise kafka_error("invalid kafka consumer configuration", exc) from exc
+                raise kafka_error("invalid kafka consumer configuration", exc,
+                                  self._props.client_config()) from exc
             self._consumer.subscribe(self.topics, on_revoke=self._on_revoke)
         return self
 

@@ -59,15 +59,19 @@ def decode_position(value: bytes, expected_log: str | None = None) -> int:
 def read_position(config: Mapping[str, Any], topic: str, mirror_name: str,
                   timeout_s: float = 30.0, expected_log: str | None = None) -> int | None:
     """The last committed position of ``mirror_name`` (None if it has none yet)."""
-    consumer = Consumer({
-        **config, "group.id": f"gridstream-mirror-position-{mirror_name}",
-        "enable.auto.commit": False, "isolation.level": "read_committed",
-        "auto.offset.reset": "earliest", "enable.partition.eof": False,
-    })
+    try:
+        consumer = Consumer({
+            **config, "group.id": f"gridstream-mirror-position-{mirror_name}",
+            "enable.auto.commit": False, "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest", "enable.partition.eof": False,
+        })
+    except KafkaException as exc:
+        raise kafka_error("invalid kafka consumer configuration", exc, config) from exc
     try:
         return _scan(consumer, topic, mirror_name, timeout_s, expected_log)
     except KafkaException as exc:
-        raise kafka_error(f"cannot read the position of mirror {mirror_name!r}", exc) from exc
+        raise kafka_error(f"cannot read the position of mirror {mirror_name!r}", exc,
+                          config) from exc
     finally:
         consumer.close()
 

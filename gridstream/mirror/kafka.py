@@ -182,7 +182,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
         try:
             self._admin = AdminClient(self._shared_config())
         except KafkaException as exc:
-            raise kafka_error("invalid kafka client configuration", exc) from exc
+            raise kafka_error("invalid kafka client configuration", exc,
+                              self._props.client_config()) from exc
         if self.exactly_once:
             self._ensure([TopicSpec(self.offsets_topic, 1, self.topics.replication_factor,
                                     {"cleanup.policy": "compact", "segment.ms": "600000",
