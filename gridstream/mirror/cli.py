@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batch-ms", type=int, default=2)
     p.add_argument("--poll-interval-ms", type=int, default=5)
     p.add_argument("--max-attempts", type=int, default=10, help="retries of a failed batch")
+    p.add_argument("--record-timestamp", choices=["send", "commit"], default="send",
+                   help="Kafka record time: when the mirror sends it (default) or the "
+                        "operation's commit time (always in the gs.ts header)")
     p.add_argument("--transactional-producers", type=int, choices=[1, 2], default=2,
                    help="exactly-once: producers taking turns, one transaction each")
     p.add_argument("--kafka-properties", metavar="FILE",
@@ -99,6 +102,7 @@ def _endpoint(args: argparse.Namespace) -> KafkaSyncEndpoint:
         on_undeliverable=args.on_undeliverable, dead_letter_topic=args.dead_letter_topic,
         offsets_topic=args.offsets_topic,
         transactional_producers=args.transactional_producers,
+        record_timestamp=args.record_timestamp,
         topics=TopicSettings(create=not args.no_create_topics, partitions=args.partitions,
                              replication_factor=args.replication_factor),
     )

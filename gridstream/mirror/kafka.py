@@ -55,7 +55,8 @@ from gridstream.protocol import (
     TopicResolver,
 )
 
-__all__ = ["PRODUCER_DEFAULTS", "KafkaSyncEndpoint", "TopicSettings", "committed_position"]
+__all__ = ["PRODUCER_DEFAULTS", "RECORD_TIMESTAMPS", "KafkaSyncEndpoint", "TopicSettings",
+           "committed_position"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,11 @@ PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
     "partitioner": "murmur2_random",
 }
 """Safe defaults under the user's producer properties (murmur2 matches Java clients)."""
+
+RECORD_TIMESTAMPS = ("send", "commit")
+"""``send``: a record's timestamp is when the mirror produced it (librdkafka's time, so
+time-based retention counts from delivery); ``commit``: the operation's commit time.
+The commit time is always in the ``gs.ts`` header and the envelope's ``ts``."""
 
 _COMMIT_RETRIES = 5
 _UNKNOWN_TYPE = "the type is not described in the log"
@@ -112,6 +118,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
         max_record_bytes: int | None = None,
         transaction_timeout_ms: int | None = None,
         transactional_producers: int = 2,
+        record_timestamp: str = "send",
         timeout_s: float = 30.0,
     ) -> None:
         props = KafkaProperties(producer_properties)
@@ -130,6 +137,10 @@ class KafkaSyncEndpoint(SyncEndpoint):
         if transactional_producers not in (1, 2):
             raise ConfigError("transactional_producers must be 1 or 2")
         self.transactional_producers = transactional_producers
+        if record_timestamp not in RECORD_TIMESTAMPS:
+            raise ConfigError(f"record_timestamp must be one of {RECORD_TIMESTAMPS}")
+        self.record_timestamp = record_timestamp
+        self._commit_time = record_timestamp == "commit"
         self.encoder = OperationEncoder(codec, key_codec, message_factory)
         self.resolver = topic_resolver or DefaultTopicResolver(
             topic_property=topic_property, default_topic=default_topic)
@@ -307,6 +318,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
         resolve = self.resolver.resolve
         fixed_topics = type(self.resolver) is DefaultTopicResolver
         limits = self._limits
+        commit_time = self._commit_time
         # per type name: (descriptor, topic when it does not depend on the operation)
         plans: dict[str, tuple[TypeDescriptor | None, str | None]] = {}
         for bulk in bulks:
@@ -334,7 +346,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
                 if len(key) + len(value) + NEAR_LIMIT > limit and letters.oversized(
                         op, descriptor, topic, record_size(key, value, headers), limit):
                     continue
-                yield topic, value, key, op.timestamp_ms, headers
+                yield topic, value, key, op.timestamp_ms if commit_time else 0, headers
 
     def _plan(self, type_name: str, types: Mapping[str, TypeDescriptor],
               fixed_topics: bool) -> tuple[TypeDescriptor | None, str | None]:
@@ -359,7 +371,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
                     continue
                 message = letters.encode(op, descriptor, topic, self._limit)
                 if message is not None:
-                    yield (message.topic, message.value, message.key, message.timestamp_ms,
+                    yield (message.topic, message.value, message.key,
+                           message.timestamp_ms if self._commit_time else 0,
                            list(message.headers))
 
     def _letters(self, letters: DeadLetters) -> list[tuple[str, KafkaMessage]]:
@@ -370,7 +383,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
 
     def _produce(self, producer: Producer, message: KafkaMessage, partition: int = -1) -> None:
         self._produce_blocking(producer, message.topic, message.value, message.key,
-                               message.timestamp_ms, list(message.headers), partition)
+                               message.timestamp_ms if self._commit_time else 0,
+                               list(message.headers), partition)
 
     def _produce_blocking(self, producer: Producer, topic: str, value: bytes, key: bytes,
                           timestamp_ms: int, headers: list[Header], partition: int = -1) -> None:
