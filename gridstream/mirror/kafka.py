@@ -34,6 +34,7 @@ from gridstream.kafka.errors import error_of, is_fatal, kafka_error
 from gridstream.mirror._dead_letter import NEAR_LIMIT, DeadLetters, Outgoing, record_size
 from gridstream.mirror._offsets import (
     DEFAULT_OFFSETS_TOPIC,
+    OPEN_TRANSACTION_WAIT_S,
     SHARED_PREFIXES,
     committed_position,
     encode_position,
@@ -120,6 +121,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
         transactional_producers: int = 2,
         record_timestamp: str = "send",
         timeout_s: float = 30.0,
+        open_transaction_wait_s: float = OPEN_TRANSACTION_WAIT_S,
     ) -> None:
         props = KafkaProperties(producer_properties)
         explicit: dict[str, str | int | bool] = {}
@@ -151,6 +153,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
         self._max_record_bytes = max_record_bytes or int(
             self._props.get_str("message.max.bytes", "1000000") or 1_000_000)
         self.timeout_s = timeout_s
+        self.open_transaction_wait_s = open_transaction_wait_s
         self.dead_lettered: Counter[str] = Counter()
         self.records_sent = 0
         self.mirror_name: str | None = None
@@ -233,7 +236,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
             return None
         self._reset_if_needed()
         return read_position(self._shared_config(), self.offsets_topic, self._name(),
-                             self.timeout_s, expected_log=self._log_id)
+                             self.timeout_s, expected_log=self._log_id,
+                             open_transaction_wait_s=self.open_transaction_wait_s)
 
     def close(self) -> None:
         producers, self._producers = self._producers, None
