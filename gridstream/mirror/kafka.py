@@ -22,7 +22,6 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -42,6 +41,7 @@ from gridstream.mirror._offsets import (
     read_position,
 )
 from gridstream.mirror._producers import Producers
+from gridstream.mirror._settings import PRODUCER_DEFAULTS, RECORD_TIMESTAMPS, TopicSettings
 from gridstream.mirror.endpoint import SyncEndpoint
 from gridstream.mirror.policy import Reason, UndeliverablePolicy
 from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
@@ -61,34 +61,10 @@ __all__ = ["PRODUCER_DEFAULTS", "RECORD_TIMESTAMPS", "KafkaSyncEndpoint", "Topic
 
 log = logging.getLogger(__name__)
 
-PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
-    "acks": "all",
-    "enable.idempotence": True,
-    "compression.type": "lz4",
-    "linger.ms": 5,
-    "partitioner": "murmur2_random",
-}
-"""Safe defaults under the user's producer properties (murmur2 matches Java clients)."""
-
-RECORD_TIMESTAMPS = ("send", "commit")
-"""``send``: a record's timestamp is when the mirror produced it (librdkafka's time, so
-time-based retention counts from delivery); ``commit``: the operation's commit time.
-The commit time is always in the ``gs.ts`` header and the envelope's ``ts``."""
-
 _COMMIT_RETRIES = 5
 _UNKNOWN_TYPE = "the type is not described in the log"
 _NO_TOPIC = "no topic from the type, the document property or default_topic"
 _ANY_OPERATION = Operation(OpType.WRITE, "", "", 0, None, 0, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSettings:
-    """How topics are created on demand (``-1``: the broker's default)."""
-
-    create: bool = True
-    partitions: int = -1
-    replication_factor: int = -1
-    config: Mapping[str, str] | None = None
 
 
 class KafkaSyncEndpoint(SyncEndpoint):
