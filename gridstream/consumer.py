@@ -13,6 +13,7 @@ import argparse
 import logging
 import sys
 import uuid
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -20,9 +21,22 @@ from types import TracebackType
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
-from gridstream.errors import CodecError, ConfigError, EndpointError, GridstreamError
+from gridstream.errors import (
+    CodecError,
+    ConfigError,
+    EndpointError,
+    GridstreamError,
+    KafkaClientError,
+)
 from gridstream.kafka import KafkaProperties
 from gridstream.kafka.errors import kafka_error
 from gridstream.operations import EntityId, OpType, TypeDescriptor
@@ -31,6 +45,7 @@ from gridstream.protocol.values import wire_default
 
 __all__ = [
     "DecodeErrorPolicy",
+    "OffsetOutOfRangeError",
     "OperationConsumer",
     "OperationRecord",
     "UndecodableRecordError",
@@ -90,14 +105,36 @@ class UndecodableRecordError(CodecError):
         self.offset = offset
 
 
+class OffsetOutOfRangeError(KafkaClientError):
+    """The group's committed position is no longer in the log (retention deleted the
+    records after it was committed): records were lost to this group, and jumping
+    over them could leave, e.g., a removed row alive. Names the partition and the
+    position; ``on_offset_out_of_range="earliest"`` opts in to resetting."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
+        super().__init__(f"{topic}[{partition}]@{offset}: {message}",
+                         code="_AUTO_OFFSET_RESET", retriable=False)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+OUT_OF_RANGE_POLICIES = ("fail", "earliest", "latest")
 CONSUMER_DEFAULTS: Mapping[str, str | int | bool] = {
-    "auto.offset.reset": "earliest",
     "enable.partition.eof": False,
 }
+_FETCH = 500
 
 
 class OperationConsumer:
-    """Iterate decoded operations of ``topics`` as consumer group ``group_id``."""
+    """Iterate decoded operations of ``topics`` as consumer group ``group_id``.
+
+    A partition without a committed position starts at its earliest record. A committed
+    position that fell out of the log (retention) raises ``OffsetOutOfRangeError``
+    under ``on_offset_out_of_range="fail"`` (the default); ``"earliest"`` or ``"latest"``
+    opt in to jumping there (librdkafka's ``auto.offset.reset``, which then also places
+    a new group).
+    """
 
     def __init__(
         self, bootstrap_servers: str | None = None, *, topics: Sequence[str],
@@ -106,13 +143,21 @@ class OperationConsumer:
         decoder: OperationDecoder | None = None,
         on_decode_error: DecodeErrorPolicy | str = DecodeErrorPolicy.FAIL,
         read_committed: bool = True,
+        on_offset_out_of_range: str = "fail",
     ) -> None:
         if not topics:
             raise ConfigError("the consumer needs at least one topic")
+        if on_offset_out_of_range not in OUT_OF_RANGE_POLICIES:
+            raise ConfigError(f"on_offset_out_of_range must be one of {OUT_OF_RANGE_POLICIES}")
+        if consumer_properties and "auto.offset.reset" in consumer_properties:
+            raise ConfigError("set on_offset_out_of_range instead of auto.offset.reset "
+                              "(the consumer fails on a lost position unless told otherwise)")
         explicit: dict[str, str | int | bool] = {
             "group.id": group_id, "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+            "auto.offset.reset": ("error" if on_offset_out_of_range == "fail"
+                                  else on_offset_out_of_range),
         }
         if bootstrap_servers:
             explicit["bootstrap.servers"] = bootstrap_servers
@@ -120,11 +165,13 @@ class OperationConsumer:
         self.topics = list(topics)
         self.decoder = decoder or OperationDecoder(types)
         self.policy = DecodeErrorPolicy(on_decode_error)
+        self.on_offset_out_of_range = on_offset_out_of_range
         self.skipped = 0
         self.tombstones = 0
         self.last_decode_error: str | None = None
         self._consumer: Consumer | None = None
         self._next: dict[tuple[str, int], int] = {}
+        self._buffer: deque[Message] = deque()
 
     def __repr__(self) -> str:
         return f"OperationConsumer(topics={self.topics!r}, properties={self._props!r})"
@@ -132,15 +179,22 @@ class OperationConsumer:
     def open(self) -> OperationConsumer:
         """Connect and subscribe (called by ``with`` and on first use)."""
         if self._consumer is None:
+            config = self._props.client_config()
             try:
-                self._consumer = Consumer(self._props.client_config())
+                self._consumer = Consumer(config)
             except KafkaException as exc:
-                raise kafka_error("invalid kafka consumer configuration", exc) from exc
-            self._consumer.subscribe(self.topics, on_revoke=self._on_revoke)
+                raise kafka_error("invalid kafka consumer configuration", exc,
+                                  config) from exc
+            if self.on_offset_out_of_range == "fail":
+                self._consumer.subscribe(self.topics, on_assign=self._on_assign,
+                                         on_revoke=self._on_revoke)
+            else:
+                self._consumer.subscribe(self.topics, on_revoke=self._on_revoke)
         return self
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None
+        self._buffer.clear()
         if consumer is not None:
             consumer.close()
 
@@ -151,51 +205,112 @@ class OperationConsumer:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self._next.pop((tp.topic, tp.partition), None)
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Under ``fail`` librdkafka's reset policy is ``error``: a partition the group
+        never committed is placed at its beginning here, so only a committed position
+        that fell out of the log raises."""
+        committed = consumer.committed(partitions, timeout=30)
+        for tp in committed:
+            if tp.offset < 0:
+                tp.offset = OFFSET_BEGINNING
+        strategy = self._props.get_str("partition.assignment.strategy", "") or ""
+        if "cooperative" in strategy:
+            consumer.incremental_assign(committed)
+        else:
+            consumer.assign(committed)
 
-    def consume(self, max_records: int = 500, timeout_s: float = 1.0) -> list[OperationRecord]:
-        """Up to ``max_records`` decoded operations (fewer if ``timeout_s`` passes)."""
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        revoked = {(tp.topic, tp.partition) for tp in partitions}
+        for key in revoked:
+            self._next.pop(key, None)
+        self._buffer = deque(m for m in self._buffer
+                             if (m.topic(), m.partition()) not in revoked)
+
+    def _fill(self, wanted: int, timeout_s: float) -> None:
+        """Fetch more messages when none is buffered."""
+        if self._buffer:
+            return
         consumer = self.open()._consumer
         assert consumer is not None
         try:
-            messages = consumer.consume(max_records, timeout=timeout_s)
+            self._buffer.extend(consumer.consume(max(wanted, 1), timeout=timeout_s))
         except KafkaException as exc:
             raise kafka_error("consume failed", exc) from exc
+
+    def consume(self, max_records: int = 500, timeout_s: float = 1.0) -> list[OperationRecord]:
+        """Up to ``max_records`` decoded operations (fewer if ``timeout_s`` passes).
+
+        Under the ``fail`` decode policy an undecodable record ends the batch before it:
+        the records decoded ahead of it are returned, and the next call raises
+        ``UndecodableRecordError`` (again on every call: the record is never passed)."""
+        self._fill(max_records, timeout_s)
         records: list[OperationRecord] = []
-        for msg in messages:
-            record = self._record(msg)
+        while self._buffer and len(records) < max_records:
+            try:
+                record = self._take()
+            except UndecodableRecordError:
+                if records:
+                    break
+                raise
             if record is not None:
                 records.append(record)
         return records
 
     def __iter__(self) -> Iterator[OperationRecord]:
-        """Decoded operations, forever (stop by breaking out, then ``close()``)."""
+        """Decoded operations, forever (stop by breaking out, then ``close()``). A
+        record counts as returned (for ``commit()``) once it is yielded."""
         while True:
-            yield from self.consume()
+            self._fill(_FETCH, 1.0)
+            while self._buffer:
+                record = self._take()
+                if record is not None:
+                    yield record
+
+    def _take(self) -> OperationRecord | None:
+        """Decode the first buffered message; it leaves the buffer, and its position
+        counts as returned, only if it decodes (or is skipped under ``skip``)."""
+        msg = self._buffer[0]
+        try:
+            record = self._record(msg)
+        except UndecodableRecordError:
+            raise  # stays buffered: the next call meets it again
+        except BaseException:
+            self._buffer.popleft()
+            raise
+        self._buffer.popleft()
+        if record is not None:
+            self._next[(record.topic, record.partition)] = record.offset + 1
+        return record
 
     def _record(self, msg: Message) -> OperationRecord | None:
         err = msg.error()
         if err is not None:
-            self._client_error(err)
+            self._client_error(err, msg)
             return None
         topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
-        self._next[(topic, partition)] = offset + 1
         headers = _headers(msg.headers())
         value = msg.value()
         if value is None:
             self.tombstones += 1
+            self._next[(topic, partition)] = offset + 1
             return None
         try:
             envelope = self.decoder.decode(value, headers)
         except CodecError as exc:
             self._undecodable(exc, topic, partition, offset)
+            self._next[(topic, partition)] = offset + 1
             return None
         _, timestamp = msg.timestamp()
         return OperationRecord(envelope, topic, partition, offset, msg.key(), headers, timestamp)
 
-    def _client_error(self, err: KafkaError) -> None:
+    def _client_error(self, err: KafkaError, msg: Message) -> None:
+        if err.code() == KafkaError._AUTO_OFFSET_RESET:
+            raise OffsetOutOfRangeError(
+                f"the committed position is no longer in the log ({err.str()}); records "
+                "after it were deleted before this group read them. Rebuild what this "
+                "group feeds, or reopen with on_offset_out_of_range='earliest' to accept "
+                "the loss", topic=msg.topic() or "", partition=msg.partition() or 0,
+                offset=msg.offset() or 0)
         if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
                                          KafkaError.TOPIC_AUTHORIZATION_FAILED):
             raise kafka_error("consumer error", err)
@@ -206,7 +321,6 @@ class OperationConsumer:
         error = UndecodableRecordError(str(exc), topic=topic, partition=partition,
                                        offset=offset)
         if self.policy is DecodeErrorPolicy.FAIL:
-            self._next.pop((topic, partition), None)
             raise error from exc
         self.skipped += 1
         self.last_decode_error = str(error)
@@ -214,7 +328,11 @@ class OperationConsumer:
 
     def commit(self, records: Sequence[OperationRecord] | None = None, *,
                asynchronous: bool = False) -> None:
-        """Commit the positions after ``records`` (default: everything read so far)."""
+        """Commit positions: after each partition's last record in ``records``, or by
+        default after the last record *returned* per partition — by ``consume()`` or
+        iteration — with the tombstones and (under ``skip``) undecodable records passed
+        on the way. Never a position past a record still buffered (fetched but not
+        returned) or one that failed to decode."""
         consumer = self._consumer
         if consumer is None:
             raise EndpointError("the consumer is not open")

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from gridstream.kafka.admin import TopicSpec, ensure_topics, topic_max_message_bytes
+from gridstream.kafka.admin import (
+    TopicSpec,
+    ensure_topics,
+    topic_max_message_bytes,
+    wait_for_topics,
+)
 from gridstream.kafka.config import KafkaProperties, redact
 from gridstream.kafka.errors import kafka_error
 
@@ -13,4 +18,5 @@ __all__ = [
     "kafka_error",
     "redact",
     "topic_max_message_bytes",
+    "wait_for_topics",
 ]

@@ -1,7 +1,15 @@
-"""Create topics on demand and read the limits that decide whether a record fits."""
+"""Create topics on demand and read the limits that decide whether a record fits.
+
+A topic just created is not at once visible everywhere: the broker answering the next
+request may not have its metadata yet (``UNKNOWN_TOPIC_OR_PART``) or a partition may
+have no leader yet. ``ensure_topics`` therefore returns only once every wanted topic's
+metadata shows all its partitions with a leader (bounded by ``timeout_s``), and
+``topic_max_message_bytes`` retries an unknown topic within its bound too.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,9 +19,12 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from gridstream.kafka.errors import kafka_error
+from gridstream.errors import KafkaClientError
+from gridstream.kafka.errors import error_of, kafka_error
 
-__all__ = ["TopicSpec", "ensure_topics", "topic_max_message_bytes"]
+__all__ = ["TopicSpec", "ensure_topics", "topic_max_message_bytes", "wait_for_topics"]
+
+_POLL_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,37 +38,94 @@ class TopicSpec:
 
 
 def ensure_topics(admin: AdminClient, specs: Iterable[TopicSpec], timeout_s: float = 30.0) -> None:
-    """Create the topics that do not exist yet; an existing topic is left as it is."""
+    """Create the topics that do not exist yet (an existing topic is left as it is), then
+    wait until every wanted topic is usable (``wait_for_topics``)."""
     wanted = {s.name: s for s in specs}
     if not wanted:
         return
-    existing = set(admin.list_topics(timeout=timeout_s).topics)
+    try:
+        existing = set(admin.list_topics(timeout=timeout_s).topics)
+    except KafkaException as exc:
+        raise kafka_error("cannot list topics", exc) from exc
     missing = [s for name, s in wanted.items() if name not in existing]
-    if not missing:
-        return
-    new = [
-        NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replication_factor,
-                 config=dict(s.config))
-        for s in missing
-    ]
-    for name, future in admin.create_topics(new, operation_timeout=timeout_s).items():
-        try:
-            future.result(timeout=timeout_s)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                continue
-            raise kafka_error(f"cannot create topic {name!r}", exc) from exc
+    if missing:
+        new = [
+            NewTopic(s.name, num_partitions=s.partitions,
+                     replication_factor=s.replication_factor, config=dict(s.config))
+            for s in missing
+        ]
+        for name, future in admin.create_topics(new, operation_timeout=timeout_s).items():
+            try:
+                future.result(timeout=timeout_s)
+            except KafkaException as exc:
+                err = error_of(exc)
+                if err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                raise kafka_error(f"cannot create topic {name!r}", exc) from exc
+    wait_for_topics(admin, wanted.values(), timeout_s)
+
+
+def wait_for_topics(admin: AdminClient, specs: Iterable[TopicSpec],
+                    timeout_s: float = 30.0) -> None:
+    """Wait until each topic's metadata shows it with all its partitions (at least
+    ``partitions`` when given) and a leader for each; ``KafkaClientError`` naming the
+    topic and what was missing after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    for spec in specs:
+        while True:
+            why = _not_ready(admin, spec, max(deadline - time.monotonic(), 0.1))
+            if why is None:
+                break
+            if time.monotonic() >= deadline:
+                raise KafkaClientError(
+                    f"topic {spec.name!r} is not usable {timeout_s}s after its creation: {why}",
+                    code=None, retriable=True)
+            time.sleep(_POLL_S)
+
+
+def _not_ready(admin: AdminClient, spec: TopicSpec, timeout_s: float) -> str | None:
+    """Why ``spec``'s topic is not usable yet (None when it is)."""
+    try:
+        metadata = admin.list_topics(spec.name, timeout=timeout_s).topics.get(spec.name)
+    except KafkaException as exc:
+        err = error_of(exc)
+        if err is not None and err.retriable():
+            return f"metadata request failed: {err.name()}"
+        raise kafka_error(f"cannot describe topic {spec.name!r}", exc) from exc
+    if metadata is None:
+        return "not in the metadata"
+    if metadata.error is not None:
+        if metadata.error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                     KafkaError.LEADER_NOT_AVAILABLE) \
+                or metadata.error.retriable():
+            return metadata.error.name()
+        raise kafka_error(f"cannot describe topic {spec.name!r}", metadata.error)
+    partitions = metadata.partitions
+    if not partitions or len(partitions) < spec.partitions:
+        return f"{len(partitions)} of {max(spec.partitions, 1)} partitions visible"
+    leaderless = sorted(p for p, info in partitions.items()
+                        if info.leader < 0 or info.error is not None)
+    if leaderless:
+        return f"partitions {leaderless} have no leader"
+    return None
 
 
 def topic_max_message_bytes(admin: AdminClient, topic: str, timeout_s: float = 30.0) -> int | None:
-    """The topic's ``max.message.bytes`` (None if it cannot be read)."""
+    """The topic's ``max.message.bytes`` (None if it cannot be read); a topic the broker
+    does not know yet (just created) is asked for again until ``timeout_s``."""
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    try:
-        futures: dict[Any, Any] = admin.describe_configs([resource])
-        entries = next(iter(futures.values())).result(timeout=timeout_s)
-    except KafkaException as exc:
-        raise kafka_error(f"cannot describe topic {topic!r}", exc) from exc
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            futures: dict[Any, Any] = admin.describe_configs([resource])
+            entries = next(iter(futures.values())).result(timeout=timeout_s)
+            break
+        except KafkaException as exc:
+            err = error_of(exc)
+            unknown = err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            if not unknown or time.monotonic() >= deadline:
+                raise kafka_error(f"cannot describe topic {topic!r}", exc) from exc
+            time.sleep(_POLL_S)
     entry = entries.get("max.message.bytes")
     if entry is None or entry.value is None:
         return None

@@ -2,32 +2,61 @@
 
 librdkafka takes flat ``str -> str|int|bool`` properties. gridstream passes the user's
 properties through unchanged, adds safe defaults underneath and lets explicit fields
-win; values of secret keys (passwords, JAAS configs, OAuth secrets) are held as
-``SecretStr`` so that a repr, a log line or an exception never shows them.
+win; values of secret keys are held as ``SecretStr`` so that a repr, a log line or an
+exception never shows them.
+
+A property is secret by a rule on its name (``is_secret``), not by a fixed list: any
+dot/underscore/dash-separated word of the name containing ``password``, ``passwd``,
+``secret``, ``token``, ``credential``, ``jaas`` or ``private``; inline key material
+(a ``key`` word together with ``pem``, ``der``, ``data`` or ``material``, e.g.
+``ssl.key.pem``; ``ssl.certificate.pem`` is public); and the SASL/OAUTHBEARER
+configuration strings (``sasl.oauthbearer.config``, ``sasl.oauthbearer.extensions``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import SecretStr
 
-__all__ = ["SECRET_MARKERS", "KafkaProperties", "PropertyValue", "redact"]
+__all__ = ["SECRET_MARKERS", "KafkaProperties", "PropertyValue", "is_secret", "redact",
+           "scrub"]
 
 PropertyValue = str | int | float | bool
-SECRET_MARKERS = ("password", "secret", "jaas", "token", "credentials")
-"""A property whose name contains one of these is a secret."""
+SECRET_MARKERS = ("password", "passwd", "secret", "token", "credential", "jaas", "private")
+"""A property with a name word containing one of these is a secret."""
+_KEY_MATERIAL = frozenset({"pem", "der", "data", "material"})
+_SASL_CONFIG = frozenset({"config", "extensions"})
+_WORDS = re.compile(r"[._\-]+")
 
 
-def _is_secret(key: str) -> bool:
-    lowered = key.lower()
-    return any(marker in lowered for marker in SECRET_MARKERS)
+def is_secret(key: str) -> bool:
+    """Whether the property named ``key`` holds a secret (see the module docstring)."""
+    words = [w for w in _WORDS.split(key.lower()) if w]
+    if any(marker in word for word in words for marker in SECRET_MARKERS):
+        return True
+    if "key" in words and _KEY_MATERIAL.intersection(words):
+        return True
+    return "sasl" in words and "oauthbearer" in words and bool(_SASL_CONFIG.intersection(words))
+
 
 
 def redact(properties: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``properties`` fit for logs: secret values replaced by ``***``."""
-    return {k: ("***" if _is_secret(k) else v) for k, v in properties.items()}
+    return {k: ("***" if is_secret(k) else v) for k, v in properties.items()}
+
+
+def scrub(text: str, properties: Mapping[str, Any]) -> str:
+    """``text`` with every secret value of ``properties`` replaced by ``***`` (for
+    messages built from a client's error, which may quote a property's value)."""
+    for key, value in properties.items():
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if is_secret(key) and isinstance(value, str) and value:
+            text = text.replace(value, "***")
+    return text
 
 
 class KafkaProperties(Mapping[str, PropertyValue]):
@@ -41,7 +70,7 @@ class KafkaProperties(Mapping[str, PropertyValue]):
         for key, value in (properties or {}).items():
             if isinstance(value, SecretStr):
                 self._secret[key] = value
-            elif _is_secret(key):
+            elif is_secret(key):
                 self._secret[key] = SecretStr(str(value))
             else:
                 self._plain[key] = value

@@ -92,7 +92,7 @@ class Producers:
         try:
             producer = Producer(config)
         except KafkaException as exc:
-            raise kafka_error("invalid kafka producer configuration", exc) from exc
+            raise kafka_error("invalid kafka producer configuration", exc, config) from exc
         if transactional_id is not None:
             try:
                 self._init_transactions(producer)
@@ -110,5 +110,6 @@ class Producers:
             except KafkaException as exc:
                 err = error_of(exc)
                 if err is None or not err.retriable() or time.monotonic() > deadline:
-                    raise kafka_error("cannot initialize kafka transactions", exc) from exc
+                    raise kafka_error("cannot initialize kafka transactions", exc,
+                                      self.config) from exc
                 time.sleep(0.5)

@@ -7,17 +7,20 @@ import argparse
 import logging
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gridstream._stopping import stop_on_signals
 from gridstream.errors import ConfigError, GridstreamError
+from gridstream.kafka import KafkaProperties
+from gridstream.kafka.config import is_secret
+from gridstream.kafka.sources import properties_from_env, read_properties_file
 from gridstream.mirror._offsets import DEFAULT_OFFSETS_TOPIC
 from gridstream.mirror.kafka import KafkaSyncEndpoint, TopicSettings
 from gridstream.mirror.policy import UndeliverablePolicy
 from gridstream.mirror.service import Mirror, RetryPolicy
 from gridstream.protocol import codec_names, key_codec_names
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "kafka_properties", "main"]
 
 log = logging.getLogger("gridstream.mirror")
 
@@ -44,10 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batch-ms", type=int, default=2)
     p.add_argument("--poll-interval-ms", type=int, default=5)
     p.add_argument("--max-attempts", type=int, default=10, help="retries of a failed batch")
+    p.add_argument("--record-timestamp", choices=["send", "commit"], default="send",
+                   help="Kafka record time: when the mirror sends it (default) or the "
+                        "operation's commit time (always in the gs.ts header)")
     p.add_argument("--transactional-producers", type=int, choices=[1, 2], default=2,
                    help="exactly-once: producers taking turns, one transaction each")
+    p.add_argument("--kafka-properties", metavar="FILE",
+                   help="librdkafka properties from a Java-style .properties file (the "
+                        "place for secrets: a command line is visible in ps)")
     p.add_argument("-X", "--producer-property", action="append", default=[],
-                   metavar="KEY=VALUE", help="librdkafka producer property (repeatable)")
+                   metavar="KEY=VALUE", help="librdkafka producer property (repeatable; "
+                   "overrides the file and GRIDSTREAM_KAFKA_* variables; no secrets here)")
     p.add_argument("--metrics-interval", type=float, default=10.0,
                    help="seconds between metric lines on stderr (0: none)")
     p.add_argument("--log-level", default="INFO")
@@ -64,14 +74,33 @@ def _properties(pairs: Sequence[str]) -> dict[str, str]:
     return props
 
 
+def kafka_properties(args: argparse.Namespace,
+                     environ: Mapping[str, str] | None = None) -> KafkaProperties:
+    """The producer properties: the ``--kafka-properties`` file, then the
+    ``GRIDSTREAM_KAFKA_*`` environment variables, then ``-X`` (each layer wins over the
+    one before). A secret given with ``-X`` is used, with a warning that names it only."""
+    merged: dict[str, str] = {}
+    if args.kafka_properties:
+        merged.update(read_properties_file(args.kafka_properties))
+    merged.update(properties_from_env(environ))
+    command_line = _properties(args.producer_property)
+    for key in command_line:
+        if is_secret(key):
+            log.warning("secret property %s given with -X is visible in the process list; "
+                        "use --kafka-properties or GRIDSTREAM_KAFKA_* instead", key)
+    merged.update(command_line)
+    return KafkaProperties(merged)
+
+
 def _endpoint(args: argparse.Namespace) -> KafkaSyncEndpoint:
     return KafkaSyncEndpoint(
-        args.bootstrap, producer_properties=_properties(args.producer_property),
+        args.bootstrap, producer_properties=kafka_properties(args),
         exactly_once=args.mode == "exactly-once", codec=args.codec, key_codec=args.key,
         topic_property=args.topic_property, default_topic=args.default_topic,
         on_undeliverable=args.on_undeliverable, dead_letter_topic=args.dead_letter_topic,
         offsets_topic=args.offsets_topic,
         transactional_producers=args.transactional_producers,
+        record_timestamp=args.record_timestamp,
         topics=TopicSettings(create=not args.no_create_topics, partitions=args.partitions,
                              replication_factor=args.replication_factor),
     )
@@ -94,11 +123,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gridstream.space import open_log_reader
 
     try:
+        endpoint = _endpoint(args)
         reader = open_log_reader(args.data_dir)
     except GridstreamError as exc:
         print(f"gridstream mirror: error: {exc}", file=sys.stderr)
         return 2
-    mirror = Mirror(reader, _endpoint(args), name=args.name,
+    mirror = Mirror(reader, endpoint, name=args.name,
                     max_batch_operations=args.max_batch_operations,
                     max_batch_ms=args.max_batch_ms, poll_interval_ms=args.poll_interval_ms,
                     retry=RetryPolicy(max_attempts=args.max_attempts))

@@ -22,7 +22,6 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -34,6 +33,7 @@ from gridstream.kafka.errors import error_of, is_fatal, kafka_error
 from gridstream.mirror._dead_letter import NEAR_LIMIT, DeadLetters, Outgoing, record_size
 from gridstream.mirror._offsets import (
     DEFAULT_OFFSETS_TOPIC,
+    OPEN_TRANSACTION_WAIT_S,
     SHARED_PREFIXES,
     committed_position,
     encode_position,
@@ -41,6 +41,7 @@ from gridstream.mirror._offsets import (
     read_position,
 )
 from gridstream.mirror._producers import Producers
+from gridstream.mirror._settings import PRODUCER_DEFAULTS, RECORD_TIMESTAMPS, TopicSettings
 from gridstream.mirror.endpoint import SyncEndpoint
 from gridstream.mirror.policy import Reason, UndeliverablePolicy
 from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
@@ -55,33 +56,15 @@ from gridstream.protocol import (
     TopicResolver,
 )
 
-__all__ = ["PRODUCER_DEFAULTS", "KafkaSyncEndpoint", "TopicSettings", "committed_position"]
+__all__ = ["PRODUCER_DEFAULTS", "RECORD_TIMESTAMPS", "KafkaSyncEndpoint", "TopicSettings",
+           "committed_position"]
 
 log = logging.getLogger(__name__)
-
-PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
-    "acks": "all",
-    "enable.idempotence": True,
-    "compression.type": "lz4",
-    "linger.ms": 5,
-    "partitioner": "murmur2_random",
-}
-"""Safe defaults under the user's producer properties (murmur2 matches Java clients)."""
 
 _COMMIT_RETRIES = 5
 _UNKNOWN_TYPE = "the type is not described in the log"
 _NO_TOPIC = "no topic from the type, the document property or default_topic"
 _ANY_OPERATION = Operation(OpType.WRITE, "", "", 0, None, 0, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSettings:
-    """How topics are created on demand (``-1``: the broker's default)."""
-
-    create: bool = True
-    partitions: int = -1
-    replication_factor: int = -1
-    config: Mapping[str, str] | None = None
 
 
 class KafkaSyncEndpoint(SyncEndpoint):
@@ -112,7 +95,9 @@ class KafkaSyncEndpoint(SyncEndpoint):
         max_record_bytes: int | None = None,
         transaction_timeout_ms: int | None = None,
         transactional_producers: int = 2,
+        record_timestamp: str = "send",
         timeout_s: float = 30.0,
+        open_transaction_wait_s: float = OPEN_TRANSACTION_WAIT_S,
     ) -> None:
         props = KafkaProperties(producer_properties)
         explicit: dict[str, str | int | bool] = {}
@@ -130,6 +115,10 @@ class KafkaSyncEndpoint(SyncEndpoint):
         if transactional_producers not in (1, 2):
             raise ConfigError("transactional_producers must be 1 or 2")
         self.transactional_producers = transactional_producers
+        if record_timestamp not in RECORD_TIMESTAMPS:
+            raise ConfigError(f"record_timestamp must be one of {RECORD_TIMESTAMPS}")
+        self.record_timestamp = record_timestamp
+        self._commit_time = record_timestamp == "commit"
         self.encoder = OperationEncoder(codec, key_codec, message_factory)
         self.resolver = topic_resolver or DefaultTopicResolver(
             topic_property=topic_property, default_topic=default_topic)
@@ -140,6 +129,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
         self._max_record_bytes = max_record_bytes or int(
             self._props.get_str("message.max.bytes", "1000000") or 1_000_000)
         self.timeout_s = timeout_s
+        self.open_transaction_wait_s = open_transaction_wait_s
         self.dead_lettered: Counter[str] = Counter()
         self.records_sent = 0
         self.mirror_name: str | None = None
@@ -182,7 +172,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
         try:
             self._admin = AdminClient(self._shared_config())
         except KafkaException as exc:
-            raise kafka_error("invalid kafka client configuration", exc) from exc
+            raise kafka_error("invalid kafka client configuration", exc,
+                              self._props.client_config()) from exc
         if self.exactly_once:
             self._ensure([TopicSpec(self.offsets_topic, 1, self.topics.replication_factor,
                                     {"cleanup.policy": "compact", "segment.ms": "600000",
@@ -221,7 +212,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
             return None
         self._reset_if_needed()
         return read_position(self._shared_config(), self.offsets_topic, self._name(),
-                             self.timeout_s, expected_log=self._log_id)
+                             self.timeout_s, expected_log=self._log_id,
+                             open_transaction_wait_s=self.open_transaction_wait_s)
 
     def close(self) -> None:
         producers, self._producers = self._producers, None
@@ -306,6 +298,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
         resolve = self.resolver.resolve
         fixed_topics = type(self.resolver) is DefaultTopicResolver
         limits = self._limits
+        commit_time = self._commit_time
         # per type name: (descriptor, topic when it does not depend on the operation)
         plans: dict[str, tuple[TypeDescriptor | None, str | None]] = {}
         for bulk in bulks:
@@ -333,7 +326,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
                 if len(key) + len(value) + NEAR_LIMIT > limit and letters.oversized(
                         op, descriptor, topic, record_size(key, value, headers), limit):
                     continue
-                yield topic, value, key, op.timestamp_ms, headers
+                yield topic, value, key, op.timestamp_ms if commit_time else 0, headers
 
     def _plan(self, type_name: str, types: Mapping[str, TypeDescriptor],
               fixed_topics: bool) -> tuple[TypeDescriptor | None, str | None]:
@@ -358,7 +351,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
                     continue
                 message = letters.encode(op, descriptor, topic, self._limit)
                 if message is not None:
-                    yield (message.topic, message.value, message.key, message.timestamp_ms,
+                    yield (message.topic, message.value, message.key,
+                           message.timestamp_ms if self._commit_time else 0,
                            list(message.headers))
 
     def _letters(self, letters: DeadLetters) -> list[tuple[str, KafkaMessage]]:
@@ -369,7 +363,8 @@ class KafkaSyncEndpoint(SyncEndpoint):
 
     def _produce(self, producer: Producer, message: KafkaMessage, partition: int = -1) -> None:
         self._produce_blocking(producer, message.topic, message.value, message.key,
-                               message.timestamp_ms, list(message.headers), partition)
+                               message.timestamp_ms if self._commit_time else 0,
+                               list(message.headers), partition)
 
     def _produce_blocking(self, producer: Producer, topic: str, value: bytes, key: bytes,
                           timestamp_ms: int, headers: list[Header], partition: int = -1) -> None:

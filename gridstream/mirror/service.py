@@ -129,7 +129,9 @@ class Mirror:
             if stored is not None and stored > self.reader.end_seq():
                 raise MirrorError(
                     f"mirror {self.name}: the endpoint's position {stored} is beyond the end "
-                    f"of the log ({self.reader.end_seq()}); is it another space's mirror?")
+                    f"of the log ({self.reader.end_seq()}); is it another space's mirror, or "
+                    "was the log's tail cut after this mirror delivered it? Refusing to "
+                    "skip operations")
             if stored is not None and stored > acked:
                 self.reader.acknowledge(self.name, stored)
         except BaseException:
@@ -254,7 +256,14 @@ class Mirror:
             for index, bulk in enumerate(bulks):
                 size = len(bulk.operations)
                 if bulk.first_seq != expected:
-                    raise MirrorError(f"log gap: expected seq {expected}, got {bulk.first_seq}")
+                    resumed = self.reader.resume_seq(expected)
+                    if bulk.first_seq != resumed:
+                        raise MirrorError(
+                            f"log gap: expected seq {expected}, got {bulk.first_seq}")
+                    log.warning("mirror %s: seqs %d to %d are unused (the log's tail was "
+                                "repaired); going on at %d", self.name, expected,
+                                resumed - 1, resumed)
+                    expected = resumed
                 if count and count + size > limit:
                     batch.extend(bulks[:index])
                     self._pending = list(bulks[index:])

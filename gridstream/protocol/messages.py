@@ -36,6 +36,9 @@ __all__ = [
 
 H_OP, H_TYPE, H_VERSION = "gs.op", "gs.type", "gs.version"
 H_TXN, H_PARTITION, H_CODEC = "gs.txn", "gs.partition", "gs.codec"
+H_TS = "gs.ts"
+"""The operation's commit time (ms, decimal): always a header, whatever the record's
+timestamp is (the mirror's ``record_timestamp``)."""
 
 
 class KafkaMessage(NamedTuple):
@@ -67,6 +70,7 @@ class MessageFactory:
             (H_VERSION, str(envelope.version).encode()),
             (H_PARTITION, str(envelope.partition).encode()),
             (H_CODEC, codec_name.encode()),
+            (H_TS, str(envelope.ts).encode()),
         ]
         if envelope.txn is not None:
             headers.append((H_TXN, envelope.txn.encode()))
@@ -139,7 +143,7 @@ class DefaultRecordEncoder:
         self._types: dict[str, Header] = {}
 
     def encode(self, operation: Operation) -> tuple[bytes, bytes, list[Header]]:
-        """``(key, value, headers)`` of the record (its timestamp is the operation's
+        """``(key, value, headers)`` of the record (``gs.ts`` holds the operation's
         ``timestamp_ms``); ``CodecError`` if the entry cannot be serialized."""
         entity_id = operation.id
         key = str(entity_id).encode()
@@ -173,6 +177,7 @@ class DefaultRecordEncoder:
             if type(partition) is int and 0 <= partition < len(_PARTITION_HEADERS)
             else (H_PARTITION, str(partition).encode()),
             _JSON_CODEC_HEADER,
+            (H_TS, str(operation.timestamp_ms).encode()),
         ]
         if txn is not None:
             headers.append((H_TXN, txn.encode()))

@@ -3,7 +3,7 @@
 ::
 
     data_dir/
-      space.json        name, partitions, segment size, epoch (bumped by tail repairs)
+      space.json        name, partitions, segment size, epoch (bumped by tail repairs), voids
       LOCK              held (flock) by the one process writing the space
       types.log         framed type descriptors, in introduction order
       snapshot.bin      the latest snapshot (replaced atomically)
@@ -43,6 +43,14 @@ class SpaceMeta:
     format: int = FORMAT
     log_id: str = ""
     """Unique per directory: tells a mirror that a stored position belongs to this log."""
+    voids: tuple[tuple[int, int], ...] = ()
+    """``(start, end)`` ranges of sequence numbers no operation will ever have: a tail
+    repair that cut operations continues numbering above every number already used, so
+    a number is never given to two operations."""
+
+    def void_ends(self) -> dict[int, int]:
+        """``start -> end`` of each void."""
+        return dict(self.voids)
 
 
 class Layout:
@@ -86,7 +94,11 @@ class Layout:
             raise OperationLogError(f"cannot read {self.meta}: {exc}") from exc
         if raw.get("format") != FORMAT:
             raise OperationLogError(f"{self.meta}: unsupported format {raw.get('format')!r}")
-        return SpaceMeta(**raw)
+        try:
+            raw["voids"] = tuple((int(a), int(b)) for a, b in raw.get("voids", ()))
+            return SpaceMeta(**raw)
+        except (TypeError, ValueError) as exc:
+            raise OperationLogError(f"cannot read {self.meta}: {exc}") from exc
 
     def write_meta(self, meta: SpaceMeta) -> None:
         atomic_write(self.meta, json.dumps(asdict(meta), indent=1).encode())

@@ -10,6 +10,7 @@ from pathlib import Path
 from gridstream.errors import ConfigError, LogCorruptedError, OperationLogError
 from gridstream.operations import OpType, TypeDescriptor
 from gridstream.paths import apply_logged
+from gridstream.space import _retention
 from gridstream.space._codec import (
     RawOp,
     decode_data,
@@ -18,8 +19,14 @@ from gridstream.space._codec import (
     encode_data,
 )
 from gridstream.space._core import Core, SpaceOptions
-from gridstream.space._files import Layout, WriterLock
-from gridstream.space._recovery import LogRecord, read_payload, recover_log, scan_file
+from gridstream.space._files import Layout, SpaceMeta, WriterLock
+from gridstream.space._recovery import (
+    LogRecord,
+    Recovered,
+    read_payload,
+    recover_log,
+    scan_file,
+)
 from gridstream.space._snapshot import load_snapshot
 from gridstream.space._store import Slot, Store
 from gridstream.space._writer import LogWriter
@@ -41,9 +48,12 @@ def open_core(name: str, data_dir: str | os.PathLike[str], options: SpaceOptions
         store = Store()
         start_seq = _load_snapshot(layout, store)
         recovered = recover_log(layout, options.partitions, start_seq,
-                                "truncate" if options.on_corrupt_tail == "truncate" else "fail")
+                                "truncate" if options.on_corrupt_tail == "truncate" else "fail",
+                                meta.void_ends())
+        next_seq = recovered.next_seq
         if recovered.repaired:  # tells live readers to re-scan
-            layout.write_meta(replace(meta, epoch=meta.epoch + 1))
+            next_seq, voids = _renumber(layout, meta, recovered)
+            layout.write_meta(replace(meta, epoch=meta.epoch + 1, voids=voids))
         for type_name, descriptor in types.items():
             store.set_indexes(type_name, descriptor.indexes)
         _replay(recovered.records, store, types)
@@ -53,7 +63,22 @@ def open_core(name: str, data_dir: str | os.PathLike[str], options: SpaceOptions
     except BaseException:
         lock.release()
         raise
-    return Core(name, layout, options, store, types, writer, recovered.next_seq, lock)
+    return Core(name, layout, options, store, types, writer, next_seq, lock)
+
+
+def _renumber(layout: Layout, meta: SpaceMeta,
+              recovered: Recovered) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """After a cut: numbering goes on above every sequence number ever used — by a
+    record found in the files (kept or cut), or acknowledged by a consumer (which
+    delivered it) — so no number is given twice and versions keep growing; the unused
+    range becomes a void."""
+    acked = _retention.load(layout).acks.values()
+    floor = max([recovered.next_seq, recovered.seen_end, *acked])
+    if floor <= recovered.next_seq:
+        return recovered.next_seq, meta.voids
+    log.warning("the cut operation log goes on at seq %d: seqs %d to %d were used before "
+                "the cut and are never reused", floor, recovered.next_seq, floor - 1)
+    return floor, (*meta.voids, (recovered.next_seq, floor))
 
 
 def _check_options(options: SpaceOptions) -> None:

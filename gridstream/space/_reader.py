@@ -33,6 +33,7 @@ from gridstream.space import _retention
 from gridstream.space._codec import decode_bulk, decode_descriptor
 from gridstream.space._files import Layout, writer_alive
 from gridstream.space._frames import HEADER, HEADER_SIZE, scan_frames
+from gridstream.space._recovery import skip_voids
 from gridstream.space.contract import LogReader
 
 __all__ = ["BulkRecord", "EmbeddedLogReader", "open_log_reader"]
@@ -90,6 +91,7 @@ class EmbeddedLogReader(LogReader):
         self._segment_bytes = meta.segment_bytes
         self._epoch = meta.epoch
         self._log_id = meta.log_id
+        self._voids = meta.void_ends()
         self._meta_stat = self._stat_meta()
         self._lock = threading.RLock()
         self._fds: dict[int, int] = {}
@@ -116,10 +118,16 @@ class EmbeddedLogReader(LogReader):
         """Like ``read``, with each bulk's partition and partition offset."""
         return self._read(from_seq, max_operations, True)
 
+    def resume_seq(self, seq: int) -> int:
+        with self._lock:
+            self._check_epoch()
+            return skip_voids(seq, self._voids)
+
     def _read(self, from_seq: int, max_operations: int, records: bool) -> list[Any]:
         if max_operations < 1:
             raise OperationLogError("max_operations must be at least 1")
         with self._lock:
+            from_seq = skip_voids(from_seq, self._voids)
             if from_seq < self._log_start or not self._seqs or from_seq < self._seqs[0]:
                 self._reload_start()
                 if from_seq < self._log_start:
@@ -130,6 +138,7 @@ class EmbeddedLogReader(LogReader):
             i = self._locate(from_seq)
             if i is None:
                 self._refresh()
+                from_seq = skip_voids(from_seq, self._voids)  # a repair may have cut here
                 i = self._locate(from_seq)
                 if i is None:
                     self._check_stuck()
@@ -222,7 +231,13 @@ class EmbeddedLogReader(LogReader):
         add_seq, add_nops, add_seg = self._seqs.append, self._nops.append, self._segid.append
         add_pos, add_len, add_poff = self._pos.append, self._len.append, self._poff.append
         add_part = self._part.append
-        while nxt in heads:
+        voids = self._voids
+        while True:
+            if nxt not in heads:
+                if nxt not in voids:
+                    break
+                nxt = skip_voids(nxt, voids)
+                continue
             p = heads.pop(nxt)
             queue = self._parts[p].queue
             first_seq, n_ops, seg, pos, length, part_offset = queue.popleft()
@@ -443,6 +458,7 @@ class EmbeddedLogReader(LogReader):
         if meta is None:
             return
         self._segment_bytes = meta.segment_bytes
+        self._voids = meta.void_ends()
         if meta.epoch != self._epoch:  # the writer cut a damaged tail: scan again
             self._epoch = meta.epoch
             self._reset()

@@ -24,7 +24,8 @@ from gridstream.space._files import Layout
 from gridstream.space._frames import HEADER_SIZE, Frame, Stop, scan_frames
 from gridstream.space._writer import PartitionTail
 
-__all__ = ["CorruptTailPolicy", "LogRecord", "Recovered", "recover_log", "scan_file"]
+__all__ = ["CorruptTailPolicy", "LogRecord", "Recovered", "recover_log", "scan_file",
+           "skip_voids"]
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +46,12 @@ class LogRecord(NamedTuple):
 
 class Recovered(NamedTuple):
     records: list[LogRecord]
-    """Records from ``start_seq`` on, contiguous, in sequence order."""
+    """Records from ``start_seq`` on, contiguous (but for voids), in sequence order."""
     tails: list[PartitionTail]
     next_seq: int
     repaired: bool
+    seen_end: int
+    """One past the highest sequence number of any intact record found, kept or cut."""
 
 
 class _Cut(NamedTuple):
@@ -66,6 +69,7 @@ class _Partition(NamedTuple):
     ends: list[int]
     torn: _Cut | None
     last_offset: int
+    seen_end: int
 
 
 def scan_file(
@@ -82,12 +86,15 @@ def scan_file(
 
 
 def recover_log(
-    layout: Layout, partitions: int, start_seq: int, on_corrupt_tail: CorruptTailPolicy
+    layout: Layout, partitions: int, start_seq: int, on_corrupt_tail: CorruptTailPolicy,
+    voids: dict[int, int] | None = None,
 ) -> Recovered:
-    """Check the whole log and list the records to replay from ``start_seq``."""
+    """Check the whole log and list the records to replay from ``start_seq``; the
+    ``voids`` (``start -> end``) are ranges an earlier repair left unused."""
+    voids = voids or {}
     parts = [_scan_partition(layout, p, start_seq) for p in range(partitions)]
     merged = heapq.merge(*(part.records for part in parts), key=lambda r: r.first_seq)
-    records, gap = _contiguous(merged, start_seq)
+    records, gap = _contiguous(merged, skip_voids(start_seq, voids), voids)
     cuts = _cuts(parts, gap)
     if cuts and on_corrupt_tail != "truncate":
         first = min(cuts, key=lambda c: (c.why.startswith("gap"), c.partition))
@@ -101,7 +108,15 @@ def recover_log(
     tails = [_tail(part, next((c for c in cuts if c.partition == i), None))
              for i, part in enumerate(parts)]
     next_seq = records[-1].first_seq + records[-1].n_ops if records else start_seq
-    return Recovered(records, tails, next_seq, bool(cuts))
+    seen_end = max([start_seq, *(part.seen_end for part in parts)])
+    return Recovered(records, tails, skip_voids(next_seq, voids), bool(cuts), seen_end)
+
+
+def skip_voids(seq: int, voids: dict[int, int]) -> int:
+    """``seq``, or the end of the void starting there (voids may follow each other)."""
+    while seq in voids:
+        seq = voids[seq]
+    return seq
 
 
 def _scan_partition(layout: Layout, partition: int, start_seq: int) -> _Partition:
@@ -110,6 +125,7 @@ def _scan_partition(layout: Layout, partition: int, start_seq: int) -> _Partitio
     ends: list[int] = []
     torn: _Cut | None = None
     last_offset = -1
+    seen_end = 0
     for i, (_, path) in enumerate(segments):
         if i + 1 < len(segments) and segments[i + 1][0] <= start_seq:
             ends.append(0)  # wholly covered by the snapshot: not needed, not scanned
@@ -118,6 +134,7 @@ def _scan_partition(layout: Layout, partition: int, start_seq: int) -> _Partitio
         ends.append(end)
         for f in frames:
             last_offset = f.part_offset
+            seen_end = max(seen_end, f.first_seq + f.n_ops)
             if f.first_seq >= start_seq:
                 records.append(LogRecord(f.first_seq, f.n_ops, partition, f.part_offset,
                                          path, f.pos, f.length))
@@ -131,14 +148,17 @@ def _scan_partition(layout: Layout, partition: int, start_seq: int) -> _Partitio
             )
         torn = _Cut(partition, i, path, stop.offset, last_offset + 1,
                     f"torn record ({stop.reason})")
-    return _Partition(segments, records, ends, torn, last_offset)
+    return _Partition(segments, records, ends, torn, last_offset, seen_end)
 
 
-def _contiguous(merged: Iterator[LogRecord], start_seq: int) -> tuple[list[LogRecord], int | None]:
-    """The records forming an unbroken run from ``start_seq``, and the first missing seq."""
+def _contiguous(merged: Iterator[LogRecord], start_seq: int,
+                voids: dict[int, int]) -> tuple[list[LogRecord], int | None]:
+    """The records forming an unbroken run from ``start_seq`` (jumping over voids), and
+    the first missing seq."""
     records: list[LogRecord] = []
     expected = start_seq
     for rec in merged:
+        expected = skip_voids(expected, voids)
         if rec.first_seq != expected:
             if rec.first_seq < expected:
                 raise LogCorruptedError(

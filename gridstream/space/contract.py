@@ -19,7 +19,8 @@ class LogReader(ABC):
 
     A reader may run in another process than the writer (``gridstream mirror``) and
     tails the log as it grows. Bulks are returned whole and without gaps: the first bulk
-    returned by ``read(from_seq)`` starts exactly at ``from_seq``.
+    returned by ``read(from_seq)`` starts exactly at ``resume_seq(from_seq)`` (which is
+    ``from_seq`` unless a tail repair left it unused).
     """
 
     @abstractmethod
@@ -46,6 +47,12 @@ class LogReader(ABC):
     def register(self, consumer: str) -> int:
         """Register a consumer (idempotent) and return its acknowledged ``next_seq``;
         the log retains everything from there on."""
+
+    def resume_seq(self, seq: int) -> int:
+        """``seq``, or — when a repair of the log's tail left ``seq`` unused (numbering
+        goes on above every number ever used, never reusing one) — the first sequence
+        number after that void. ``read(seq)`` returns bulks from there."""
+        return seq
 
     def log_id(self) -> str | None:
         """A stable id unique to this log (None if the log has none): a position stored

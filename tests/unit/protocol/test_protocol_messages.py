@@ -37,7 +37,8 @@ def test_key_is_the_entity_id_as_text_and_headers_carry_the_essentials() -> None
     assert message.key == b"d1"
     headers = dict(message.headers)
     assert headers == {"gs.op": b"WRITE", "gs.type": b"Doc", "gs.version": b"7",
-                       "gs.partition": b"2", "gs.codec": b"json", "gs.txn": b"t1"}
+                       "gs.partition": b"2", "gs.codec": b"json", "gs.txn": b"t1",
+                       "gs.ts": b"1000"}
     assert message.timestamp_ms == 1000
     envelope = OperationDecoder().decode(message.value, message.headers)
     assert envelope.to_operation() == _op({"a": 1})

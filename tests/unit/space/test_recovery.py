@@ -206,8 +206,8 @@ def test_a_gap_between_partitions_is_reported(open_space: Callable[..., Space],
     with pytest.raises(LogCorruptedError, match="missing"):
         open_space(partitions=2)
     space = open_space(partitions=2, on_corrupt_tail="truncate")
-    lost = seqs[victim][-1]
-    assert space.next_seq == lost
+    # the cut records' seqs (the lost one and the intact ones after it) are never reused
+    assert space.next_seq == last + 1
     assert state_of(space) == replayed(read_log(space_dir))
 
 
@@ -312,3 +312,47 @@ def test_a_read_racing_an_append_is_read_again_not_reported(
     assert raced, "the stale read was not exercised"
     assert [op.id for b in bulks for op in b.operations] == [2, 3]
     reader.close()
+
+
+def test_numbering_after_a_repair_goes_on_above_every_seq_used(
+        open_space: Callable[..., Space], space_dir: Path) -> None:
+    space = open_space(partitions=2, snapshot_on_close=False)
+    seqs: dict[int, list[int]] = {0: [], 1: []}
+    i = 0
+    while min(len(v) for v in seqs.values()) < 3:
+        version = space.write(Order(f"o{i}", f"c{i}"))
+        seqs[space.partition_for(f"c{i}")].append(version)
+        i += 1
+    reader = open_log_reader(space_dir)
+    reader.register("m")
+    reader.acknowledge("m", space.next_seq)  # a consumer delivered everything
+    reader.close()
+    space.close()
+    last = max(max(v) for v in seqs.values())
+    victim = 0 if seqs[1][-1] == last else 1
+    segment = next(space_dir.glob(f"p{victim:03d}/*.seg"))
+    positions = _record_positions(segment)
+    with open(segment, "r+b") as f:
+        f.truncate(positions[-1])  # the victim's newest record is lost
+    lost = seqs[victim][-1]
+
+    space = open_space(partitions=2, on_corrupt_tail="truncate")
+    assert space.next_seq == last + 1
+    fresh = [space.write(Order(f"n{j}", f"c{j}")) for j in range(4)]
+    assert fresh == list(range(last + 1, last + 5))
+    space.close()
+    space = open_space(partitions=2)  # the void is not a gap on the next open
+    assert space.next_seq == last + 5
+    expected = replayed(read_log(space_dir))
+    assert state_of(space) == expected
+    space.close()
+
+    reader = open_log_reader(space_dir)
+    try:
+        firsts = [b.first_seq for b in reader.read(1, 10**6)]
+        assert firsts == [s for s in range(1, last + 5) if s < lost or s > last]
+        assert reader.resume_seq(lost) == last + 1
+        assert [b.first_seq for b in reader.read(lost, 10)][0] == last + 1
+        assert reader.end_seq() == last + 5
+    finally:
+        reader.close()

@@ -1,0 +1,137 @@
+"""What ``OperationConsumer.commit()`` commits: only positions of records returned to
+the caller (never a prefetched record, never one that failed to decode)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from gridstream.consumer import OperationConsumer, UndecodableRecordError
+from gridstream.errors import ConfigError
+from gridstream.operations import OpType
+from gridstream.protocol import Envelope, create_codec
+
+
+class Msg:
+    def __init__(self, partition: int, offset: int, value: bytes | None) -> None:
+        self._partition, self._offset, self._value = partition, offset, value
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return "t"
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return [("gs.codec", b"json")]
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1)
+
+
+class FakeKafka:
+    """Hands out the queued messages, as many as asked; records commits."""
+
+    def __init__(self, messages: list[Msg]) -> None:
+        self.messages = messages
+        self.commits: list[dict[tuple[str, int], int]] = []
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Msg]:
+        out, self.messages = self.messages[:num_messages], self.messages[num_messages:]
+        return out
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> list[Any]:
+        self.commits.append({(tp.topic, tp.partition): tp.offset for tp in offsets})
+        return []
+
+
+def _good(partition: int, offset: int) -> Msg:
+    envelope = Envelope(op=OpType.WRITE, type="T", id=f"{partition}-{offset}",
+                        version=offset + 1, ts=1, partition=0, data={"x": offset})
+    return Msg(partition, offset, create_codec("json").encode(envelope, None))
+
+
+def _consumer(messages: list[Msg], policy: str = "fail") -> tuple[OperationConsumer, FakeKafka]:
+    consumer = OperationConsumer("127.0.0.1:1", topics=["t"], group_id="g",
+                                 on_decode_error=policy)
+    kafka = FakeKafka(messages)
+    consumer._consumer = kafka  # type: ignore[assignment]
+    return consumer, kafka
+
+
+def test_commit_after_iterating_covers_only_the_records_yielded() -> None:
+    consumer, kafka = _consumer([_good(0, i) for i in range(10)])
+    it = iter(consumer)
+    first = next(it)
+    second = next(it)
+    assert (first.offset, second.offset) == (0, 1)
+    consumer.commit()
+    assert kafka.commits == [{("t", 0): 2}]  # not 10: eight records are only prefetched
+
+
+def test_fail_policy_commits_nothing_past_an_undecodable_record() -> None:
+    messages = [_good(0, 0), _good(1, 0), _good(0, 1), Msg(0, 2, b"not json"), _good(0, 3),
+                _good(1, 1)]
+    consumer, kafka = _consumer(messages)
+    returned = consumer.consume(100, timeout_s=0)
+    assert [(r.partition, r.offset) for r in returned] == [(0, 0), (1, 0), (0, 1)]
+    with pytest.raises(UndecodableRecordError) as raised:
+        consumer.consume(100, timeout_s=0)
+    assert (raised.value.partition, raised.value.offset) == (0, 2)
+    with pytest.raises(UndecodableRecordError):  # again: the record is never passed
+        consumer.consume(100, timeout_s=0)
+    consumer.commit()
+    assert kafka.commits == [{("t", 0): 2, ("t", 1): 1}]
+
+
+def test_fail_policy_with_nothing_decoded_first_raises_at_once() -> None:
+    consumer, kafka = _consumer([Msg(0, 0, b"{}"), _good(0, 1)])
+    with pytest.raises(UndecodableRecordError):
+        consumer.consume(10, timeout_s=0)
+    consumer.commit()
+    assert kafka.commits == []
+
+
+def test_consume_returns_at_most_max_records_and_keeps_the_rest() -> None:
+    consumer, kafka = _consumer([_good(0, i) for i in range(5)])
+    consumer._fill(5, 0)  # a fetch larger than what the caller takes next
+    assert [r.offset for r in consumer.consume(2, timeout_s=0)] == [0, 1]
+    consumer.commit()
+    assert [r.offset for r in consumer.consume(10, timeout_s=0)] == [2, 3, 4]
+    consumer.commit()
+    assert kafka.commits == [{("t", 0): 2}, {("t", 0): 5}]
+
+
+def test_skip_policy_and_tombstones_advance_the_commit() -> None:
+    consumer, kafka = _consumer([_good(0, 0), Msg(0, 1, b"bad"), Msg(0, 2, None)], "skip")
+    assert [r.offset for r in consumer.consume(10, timeout_s=0)] == [0]
+    consumer.commit()
+    assert kafka.commits == [{("t", 0): 3}]
+    assert (consumer.skipped, consumer.tombstones) == (1, 1)
+
+
+def test_reset_is_an_explicit_choice() -> None:
+    assert OperationConsumer("b:1", topics=["t"], group_id="g")._props[
+        "auto.offset.reset"] == "error"
+    assert OperationConsumer("b:1", topics=["t"], group_id="g",
+                             on_offset_out_of_range="earliest")._props[
+        "auto.offset.reset"] == "earliest"
+    with pytest.raises(ConfigError):
+        OperationConsumer("b:1", topics=["t"], group_id="g",
+                          consumer_properties={"auto.offset.reset": "earliest"})
+    with pytest.raises(ConfigError):
+        OperationConsumer("b:1", topics=["t"], group_id="g", on_offset_out_of_range="skip")

@@ -1,0 +1,114 @@
+"""Secret Kafka properties are recognized by name, never printed, and the mirror's
+command line reads properties from a file and the environment."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from gridstream.consumer import OperationConsumer
+from gridstream.errors import ConfigError, GridstreamError
+from gridstream.kafka import KafkaProperties, kafka_error, redact
+from gridstream.kafka.config import is_secret
+from gridstream.kafka.sources import parse_properties, properties_from_env
+from gridstream.mirror import KafkaSyncEndpoint
+from gridstream.mirror.cli import build_parser, kafka_properties
+
+SECRET = "s3cr3t-value-never-printed"
+SECRET_PROPERTIES = [
+    "ssl.key.pem", "sasl.oauthbearer.config", "ssl.keystore.password", "ssl.key.password",
+    "sasl.password", "sasl.jaas.config", "ssl.truststore.password",
+    "sasl.oauthbearer.client.secret", "sasl.oauthbearer.extensions",
+    "ssl.keystore.pem.private.key", "some.custom.api_token", "ssl_key_pem",
+]
+PUBLIC_PROPERTIES = ["ssl.certificate.pem", "sasl.username", "bootstrap.servers",
+                     "ssl.key.location", "sasl.mechanism", "linger.ms", "security.protocol"]
+
+
+@pytest.mark.parametrize("name", SECRET_PROPERTIES)
+def test_secret_properties_never_print(name: str) -> None:
+    assert is_secret(name)
+    props = {name: SECRET, "sasl.username": "u"}
+    endpoint = KafkaSyncEndpoint("127.0.0.1:1", producer_properties=props)
+    consumer = OperationConsumer("127.0.0.1:1", topics=["t"], group_id="g",
+                                 consumer_properties=props)
+    kp = KafkaProperties(props)
+    texts = [repr(endpoint), str(endpoint), repr(consumer), repr(kp), str(kp),
+             str(redact(props)), str(dict(kp)), str(kp.get_str(name))]
+    for text in texts:
+        assert SECRET not in text, text
+    assert kp.client_config()[name] == SECRET  # still handed to the client
+
+
+@pytest.mark.parametrize("name", PUBLIC_PROPERTIES)
+def test_public_properties_stay_visible(name: str) -> None:
+    assert not is_secret(name)
+    assert "visible" in repr(KafkaProperties({name: "visible"}))
+
+
+@pytest.mark.parametrize("name", SECRET_PROPERTIES)
+def test_client_errors_quoting_a_secret_are_scrubbed(name: str) -> None:
+    err = KafkaError(KafkaError._INVALID_ARG, f"bad value {SECRET} for {name}")
+    exc = kafka_error("invalid kafka client configuration", KafkaException(err),
+                      {name: SECRET})
+    assert SECRET not in str(exc) and name in str(exc)
+
+
+def test_invalid_secret_config_raises_without_the_value() -> None:
+    endpoint = KafkaSyncEndpoint("127.0.0.1:1", producer_properties={
+        "ssl.key.pem": SECRET, "security.protocol": "ssl"})
+    with pytest.raises(GridstreamError) as raised:
+        endpoint._open_producers()
+    assert SECRET not in str(raised.value)
+
+
+def test_properties_file_syntax() -> None:
+    props = parse_properties(
+        "# comment\n! other comment\n\nsasl.password = p\\=x\nssl.key.pem: -----BEGIN\\n\\\n"
+        "  body\nlinger.ms 7\nsasl.jaas.config=org.X required password=\"q\";\n")
+    assert props == {"sasl.password": "p=x", "ssl.key.pem": "-----BEGIN\nbody",
+                     "linger.ms": "7", "sasl.jaas.config": 'org.X required password="q";'}
+    with pytest.raises(ConfigError):
+        parse_properties("=value\n")
+
+
+def test_env_properties() -> None:
+    env = {"GRIDSTREAM_KAFKA_SASL_PASSWORD": SECRET, "GRIDSTREAM_KAFKA_LINGER_MS": "9",
+           "OTHER": "x"}
+    assert properties_from_env(env) == {"sasl.password": SECRET, "linger.ms": "9"}
+
+
+def test_mirror_cli_reads_a_properties_file_and_the_environment(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "kafka.properties"
+    path.write_text(f"sasl.password={SECRET}\nlinger.ms=1\ncompression.type=zstd\n")
+    args: Any = build_parser().parse_args(["--data-dir", "d", "--name", "m",
+                                           "--kafka-properties", str(path),
+                                           "-X", "compression.type=gzip"])
+    env = {"GRIDSTREAM_KAFKA_LINGER_MS": "3", "GRIDSTREAM_KAFKA_SSL_KEY_PASSWORD": SECRET}
+    with caplog.at_level(logging.DEBUG):
+        props = kafka_properties(args, env)
+    config = props.client_config()
+    assert config["sasl.password"] == SECRET and config["ssl.key.password"] == SECRET
+    assert (config["linger.ms"], config["compression.type"]) == ("3", "gzip")
+    assert SECRET not in repr(props) and SECRET not in caplog.text
+
+
+def test_mirror_cli_warns_about_secrets_on_the_command_line(
+        caplog: pytest.LogCaptureFixture) -> None:
+    args: Any = build_parser().parse_args(["--data-dir", "d", "--name", "m",
+                                           "-X", f"sasl.password={SECRET}"])
+    with caplog.at_level(logging.WARNING):
+        kafka_properties(args, {})
+    assert "sasl.password" in caplog.text and SECRET not in caplog.text
+
+
+def test_mirror_cli_unreadable_properties_file(tmp_path: Path) -> None:
+    args: Any = build_parser().parse_args(["--data-dir", "d", "--name", "m",
+                                           "--kafka-properties", str(tmp_path / "none")])
+    with pytest.raises(ConfigError):
+        kafka_properties(args, {})
