@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 import uuid
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,7 +39,7 @@ from gridstream.errors import (
     KafkaClientError,
 )
 from gridstream.kafka import KafkaProperties
-from gridstream.kafka.errors import kafka_error
+from gridstream.kafka.errors import error_of, kafka_error
 from gridstream.operations import EntityId, OpType, TypeDescriptor
 from gridstream.protocol import Envelope, Headers, OperationDecoder
 from gridstream.protocol.values import wire_default
@@ -53,6 +54,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_COMMIT_RETRY_S = 30.0
+"""How long a synchronous commit is tried again while the broker answers retriably."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,17 +349,39 @@ class OperationConsumer:
         if not positions:
             return
         offsets = [TopicPartition(t, p, o) for (t, p), o in positions.items()]
-        try:
-            if asynchronous:
+        if asynchronous:
+            try:
                 consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as exc:
+                raise kafka_error("offset commit failed", exc) from exc
+            return
+        self._commit_sync(consumer, offsets)
+
+    def _commit_sync(self, consumer: Consumer, offsets: list[TopicPartition]) -> None:
+        """Commit, again while the broker answers with a retriable error (a group
+        coordinator still loading, say) for up to ``_COMMIT_RETRY_S``: committing the
+        same positions twice is harmless."""
+        deadline = time.monotonic() + _COMMIT_RETRY_S
+        while True:
+            try:
+                results = consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                if _retriable(error_of(exc)) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                raise kafka_error("offset commit failed", exc) from exc
+            failed = [tp for tp in results or () if tp.error is not None]
+            if not failed:
                 return
-            results = consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            raise kafka_error("offset commit failed", exc) from exc
-        for tp in results or ():
-            if tp.error is not None:
-                raise kafka_error(f"offset commit failed for {tp.topic}[{tp.partition}]",
-                                  tp.error)
+            if all(_retriable(tp.error) for tp in failed) and time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
+            tp = failed[0]
+            raise kafka_error(f"offset commit failed for {tp.topic}[{tp.partition}]", tp.error)
+
+
+def _retriable(error: Any) -> bool:
+    return isinstance(error, KafkaError) and bool(error.retriable())
 
 
 def _headers(raw: Any) -> Headers:

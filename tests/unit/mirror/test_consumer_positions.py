@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from gridstream.consumer import OperationConsumer, UndecodableRecordError
-from gridstream.errors import ConfigError
+from gridstream.errors import ConfigError, KafkaClientError
 from gridstream.operations import OpType
 from gridstream.protocol import Envelope, create_codec
 
@@ -135,3 +135,40 @@ def test_reset_is_an_explicit_choice() -> None:
                           consumer_properties={"auto.offset.reset": "earliest"})
     with pytest.raises(ConfigError):
         OperationConsumer("b:1", topics=["t"], group_id="g", on_offset_out_of_range="skip")
+
+
+class FlakyCommitKafka(FakeKafka):
+    """The group coordinator is still loading for the first commits (a retriable error)."""
+
+    def __init__(self, messages: list[Msg], failures: int) -> None:
+        super().__init__(messages)
+        self.failures = failures
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> list[Any]:
+        if self.failures:
+            self.failures -= 1
+            raise KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                            retriable=True))
+        return super().commit(offsets, asynchronous)
+
+
+def test_a_retriable_commit_error_is_tried_again() -> None:
+    consumer = OperationConsumer("127.0.0.1:1", topics=["t"], group_id="g")
+    kafka = FlakyCommitKafka([_good(0, i) for i in range(3)], failures=2)
+    consumer._consumer = kafka  # type: ignore[assignment]
+    assert len(consumer.consume(10)) == 3
+    consumer.commit()
+    assert kafka.commits == [{("t", 0): 3}]
+
+
+def test_a_fatal_commit_error_is_raised_at_once() -> None:
+    class Fatal(FakeKafka):
+        def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> list[Any]:
+            raise KafkaException(KafkaError(KafkaError.ILLEGAL_GENERATION, retriable=False))
+
+    consumer = OperationConsumer("127.0.0.1:1", topics=["t"], group_id="g")
+    consumer._consumer = Fatal([_good(0, 0)])  # type: ignore[assignment]
+    consumer.consume(10)
+    with pytest.raises(KafkaClientError) as err:
+        consumer.commit()
+    assert err.value.code == "ILLEGAL_GENERATION"
