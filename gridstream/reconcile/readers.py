@@ -1,0 +1,181 @@
+"""Reading each place back: its live entities with their properties and versions.
+
+One reader per place; each returns a ``Holding`` (raw properties as the place gives
+them back, restored to their declared types where the place keeps wire JSON) whose
+``state()`` is ``{(type, id): (version, canonical properties)}``:
+
+- ``from_grid``: the space's entries, every property;
+- ``from_kafka``: every operation of the topics (``read_committed``) folded in order with
+  the row-versioned sinks' fold (the grid's semantics), plus the per-entity order check;
+- ``from_sql``: the SQL consumer's tables (one column per property);
+- ``from_cassandra``: a keyspace read through the Cassandra mapping;
+- ``from_lake``: the Delta current-state table.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from gridstream.errors import ReconcileError
+from gridstream.model import SpaceDocument
+from gridstream.operations import TypeDescriptor
+from gridstream.protocol.values import restore, wire_default
+from gridstream.reconcile.canonical import CASSANDRA, PlaceRules
+from gridstream.reconcile.compare import Entity, Holding, Key
+from gridstream.space import Space
+from gridstream.spark.sinks._state import OpRow, fold
+
+__all__ = [
+    "SQL_COLUMNS",
+    "fold_operations",
+    "from_cassandra",
+    "from_grid",
+    "from_kafka",
+    "from_lake",
+    "from_sql",
+    "from_state_rows",
+]
+
+SQL_COLUMNS = PlaceRules(null_is_absent=True)
+"""The SQL consumer's one-column-per-property tables: a missing property is a null."""
+
+
+def from_grid(space: Space, type_names: Iterable[str]) -> Holding:
+    """Every live entry of ``type_names`` with all its properties."""
+    types = dict(space.types())
+    entities: dict[Key, Entity] = {}
+    for type_name in type_names:
+        descriptor = types[type_name]
+        template = SpaceDocument(type_name)
+        for doc in space.read_multiple(template):
+            entity_id = doc.get(descriptor.id_property)
+            versioned = space.read_versioned(template, entity_id)
+            if versioned is not None:
+                data = dict(versioned.entry.properties)
+                entities[(type_name, str(entity_id))] = Entity(versioned.version, data)
+    return Holding("grid", entities, types, operations=space.next_seq - 1)
+
+
+def _json(data: Mapping[str, Any] | None) -> str | None:
+    if data is None:
+        return None
+    return orjson.dumps(data, default=wire_default, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def fold_operations(ops: Mapping[Key, list[OpRow]], types: Mapping[str, TypeDescriptor]
+                    ) -> dict[Key, Entity]:
+    """Each entity's operations folded from nothing; the live ones, restored."""
+    entities: dict[Key, Entity] = {}
+    for key, rows in ops.items():
+        descriptor = types.get(key[0])
+        fixed = descriptor.fixed_names() if descriptor is not None else frozenset()
+        state = fold(None, rows, fixed).state
+        if state is None or state.deleted:
+            continue
+        entities[key] = Entity(state.version, _restored(state.data, descriptor, key))
+    return entities
+
+
+def _restored(text: str | None, descriptor: TypeDescriptor | None, key: Key
+              ) -> dict[str, Any]:
+    try:
+        data = orjson.loads(text) if text is not None else {}
+    except orjson.JSONDecodeError as exc:
+        raise ReconcileError(f"{key[0]} {key[1]}: stored data is not JSON") from exc
+    if not isinstance(data, dict):
+        raise ReconcileError(f"{key[0]} {key[1]}: stored data is not a JSON object")
+    return restore(data, descriptor.fixed) if descriptor is not None else data
+
+
+def from_kafka(bootstrap: str, topics: list[str], types: Mapping[str, TypeDescriptor],
+               expected_ops: int, group: str, timeout_s: float = 60) -> Holding:
+    """Fold every operation in ``topics`` (read_committed); check per-entity order."""
+    from gridstream.consumer import OperationConsumer
+
+    ops: dict[Key, list[OpRow]] = {}
+    count, out_of_order = 0, 0
+    deadline = time.monotonic() + timeout_s
+    # no types: data stays in its wire form until the fold is done
+    with OperationConsumer(bootstrap, topics=topics, group_id=group) as consumer:
+        while count < expected_ops and time.monotonic() < deadline:
+            for record in consumer.consume(1000, timeout_s=0.5):
+                rows = ops.setdefault((record.type_name, str(record.id)), [])
+                if rows and rows[-1].version >= record.version:
+                    out_of_order += 1
+                env = record.envelope
+                rows.append(OpRow(env.op.value, env.version, env.ts, _json(env.data),
+                                  tuple(env.removed)))
+                count += 1
+    holding = Holding("kafka", fold_operations(ops, types), types, operations=count)
+    if out_of_order:
+        holding.notes.append(f"{out_of_order} operations out of per-entity order")
+    if count != expected_ops:
+        holding.notes.append(f"{count} operations read, {expected_ops} expected")
+    return holding
+
+
+def from_state_rows(place: str, rows: Iterable[tuple[str, str, int, str | None]],
+                    types: Mapping[str, TypeDescriptor]) -> Holding:
+    """Live (type, id, version, data JSON) rows of a current-state table."""
+    entities = {(t, str(i)): Entity(int(v), _restored(d, types.get(t), (t, str(i))))
+                for t, i, v, d in rows}
+    return Holding(place, entities, types)
+
+
+def from_lake(spark: Any, path: str, types: Mapping[str, TypeDescriptor]) -> Holding:
+    """The Delta current-state table (live rows only)."""
+    from gridstream.spark.sinks.delta import current_state
+
+    rows = current_state(spark, path).select("type", "id", "version", "data").collect()
+    return from_state_rows("lake (delta)", ((r[0], r[1], r[2], r[3]) for r in rows), types)
+
+
+def from_cassandra(session: Any, keyspace: str, descriptors: Iterable[TypeDescriptor],
+                   place: str = "cassandra") -> Holding:
+    """A keyspace read back through the Cassandra mapping."""
+    from gridstream.stores.cassandra import CassandraReader
+
+    reader = CassandraReader(session, keyspace)
+    types = {d.name: d for d in descriptors}
+    entities: dict[Key, Entity] = {}
+    for descriptor in types.values():
+        for stored in reader.read(descriptor):
+            entities[(descriptor.name, str(stored.id))] = Entity(int(stored.version or 0),
+                                                                 stored.data)
+    return Holding(place, entities, types, rules=CASSANDRA)
+
+
+def from_sql(path: str, types: Mapping[str, TypeDescriptor]) -> Holding:
+    """The SQL consumer's SQLite tables (one column per property, ``_``-prefixed meta
+    columns). A text column of an undeclared property holding JSON of a map or a list
+    reads back as that map or list."""
+    from gridstream.consumer_sql import table_name
+
+    entities: dict[Key, Entity] = {}
+    with sqlite3.connect(path) as conn:
+        for type_name, descriptor in types.items():
+            cursor = conn.execute(f'SELECT * FROM "{table_name(type_name)}" '  # noqa: S608
+                                  "WHERE _deleted = 0")
+            names = [d[0] for d in cursor.description]
+            kinds = {s.name: s.kind for s in descriptor.fixed}
+            for row in cursor:
+                record = dict(zip(names, row, strict=True))
+                data = {k: _sql_value(v, kinds.get(k)) for k, v in record.items()
+                        if not k.startswith("_")}
+                entities[(type_name, str(record["_id"]))] = Entity(
+                    int(record["_version"]), restore(data, descriptor.fixed))
+    return Holding("sql", entities, types, rules=SQL_COLUMNS)
+
+
+def _sql_value(value: Any, kind: str | None) -> Any:
+    if kind == "bool" and isinstance(value, int):
+        return bool(value)
+    text_kinds = ("str", "datetime", "date", "decimal", "uuid")
+    if isinstance(value, str) and kind not in text_kinds and value[:1] in ("{", "["):
+        return orjson.loads(value)
+    return value
