@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from gridstream.operations import TypeDescriptor
 from gridstream.reconcile.canonical import (
     STRICT,
@@ -90,9 +92,8 @@ class Difference:
     place: str
 
     def line(self) -> str:
-        where = f".{self.path}" if self.path and not self.path.startswith("(") else \
-            f" {self.path}" if self.path else ""
-        return f"{self.type_name} {self.id}{where}: grid {self.grid}, place {self.place}"
+        where = self.path or "(entity)"
+        return f"{self.type_name} {self.id} {where}: grid {self.grid}, place {self.place}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +167,14 @@ def _version(entry: tuple[int, Canon] | None) -> str:
     return "absent" if entry is None else f"present (version {entry[0]})"
 
 
+def _step(path: str, name: str) -> str:
+    """``path`` one property deeper; a name with a dot or a bracket is quoted
+    (``["kafka.topic"]``), so a top-level ``address.city`` differs from the nested one."""
+    if "." in name or "[" in name or not name:
+        return f"{path}[{orjson.dumps(name).decode()}]"
+    return f"{path}.{name}" if path else name
+
+
 def first_difference(a: Canon | None, b: Canon | None, path: str = ""
                      ) -> tuple[str, Canon | None, Canon | None] | None:
     """The first path where two canonical values differ, with both values there
@@ -177,8 +186,7 @@ def first_difference(a: Canon | None, b: Canon | None, path: str = ""
     if a[0] == "map":
         left, right = dict(a[1]), dict(b[1])
         for name in sorted(left.keys() | right.keys()):
-            found = first_difference(left.get(name), right.get(name),
-                                     f"{path}.{name}" if path else name)
+            found = first_difference(left.get(name), right.get(name), _step(path, name))
             if found is not None:
                 return found
         return None  # pragma: no cover - unequal maps differ at some key

@@ -17,18 +17,21 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from gridstream.errors import ReconcileError
 from gridstream.model import SpaceDocument
-from gridstream.operations import TypeDescriptor
+from gridstream.operations import Operation, TypeDescriptor
 from gridstream.protocol.values import restore, wire_default
 from gridstream.reconcile.canonical import CASSANDRA, PlaceRules
 from gridstream.reconcile.compare import Entity, Holding, Key
 from gridstream.space import Space
 from gridstream.spark.sinks._state import OpRow, fold
+
+if TYPE_CHECKING:
+    from gridstream.consumer import OperationRecord
 
 __all__ = [
     "SQL_COLUMNS",
@@ -37,6 +40,7 @@ __all__ = [
     "from_grid",
     "from_kafka",
     "from_lake",
+    "from_records",
     "from_sql",
     "from_state_rows",
 ]
@@ -97,25 +101,35 @@ def from_kafka(bootstrap: str, topics: list[str], types: Mapping[str, TypeDescri
     """Fold every operation in ``topics`` (read_committed); check per-entity order."""
     from gridstream.consumer import OperationConsumer
 
-    ops: dict[Key, list[OpRow]] = {}
-    count, out_of_order = 0, 0
+    records: list[OperationRecord] = []
     deadline = time.monotonic() + timeout_s
     # no types: data stays in its wire form until the fold is done
     with OperationConsumer(bootstrap, topics=topics, group_id=group) as consumer:
-        while count < expected_ops and time.monotonic() < deadline:
-            for record in consumer.consume(1000, timeout_s=0.5):
-                rows = ops.setdefault((record.type_name, str(record.id)), [])
-                if rows and rows[-1].version >= record.version:
-                    out_of_order += 1
-                env = record.envelope
-                rows.append(OpRow(env.op.value, env.version, env.ts, _json(env.data),
-                                  tuple(env.removed)))
-                count += 1
-    holding = Holding("kafka", fold_operations(ops, types), types, operations=count)
+        while len(records) < expected_ops and time.monotonic() < deadline:
+            records.extend(consumer.consume(1000, timeout_s=0.5))
+    holding = from_records("kafka", records, types)
+    if len(records) != expected_ops:
+        holding.notes.append(f"{len(records)} operations read, {expected_ops} expected")
+    return holding
+
+
+def from_records(place: str, records: Iterable[OperationRecord | Operation],
+                 types: Mapping[str, TypeDescriptor]) -> Holding:
+    """Operations (consumed records, or logged operations) folded in the order given; an
+    operation not above its entity's previous version is counted in a note."""
+    ops: dict[Key, list[OpRow]] = {}
+    count = out_of_order = 0
+    for record in records:
+        op = record.envelope.to_operation() if not isinstance(record, Operation) else record
+        rows = ops.setdefault((op.type_name, str(op.id)), [])
+        if rows and rows[-1].version >= op.version:
+            out_of_order += 1
+        rows.append(OpRow(op.op.value, op.version, op.timestamp_ms, _json(op.data),
+                          tuple(op.removed)))
+        count += 1
+    holding = Holding(place, fold_operations(ops, types), types, operations=count)
     if out_of_order:
         holding.notes.append(f"{out_of_order} operations out of per-entity order")
-    if count != expected_ops:
-        holding.notes.append(f"{count} operations read, {expected_ops} expected")
     return holding
 
 
@@ -136,11 +150,12 @@ def from_lake(spark: Any, path: str, types: Mapping[str, TypeDescriptor]) -> Hol
 
 
 def from_cassandra(session: Any, keyspace: str, descriptors: Iterable[TypeDescriptor],
-                   place: str = "cassandra") -> Holding:
-    """A keyspace read back through the Cassandra mapping."""
+                   place: str = "cassandra", mapping: Any = None) -> Holding:
+    """A keyspace read back through the Cassandra mapping (``mapping``: a
+    ``CassandraMapping``, default: the default mapping)."""
     from gridstream.stores.cassandra import CassandraReader
 
-    reader = CassandraReader(session, keyspace)
+    reader = CassandraReader(session, keyspace, mapping)
     types = {d.name: d for d in descriptors}
     entities: dict[Key, Entity] = {}
     for descriptor in types.values():
