@@ -52,7 +52,7 @@ def test_one_value_differing_at_a_nested_path() -> None:
     assert (result.first.type_name, result.first.id, result.first.path) == \
         (CUSTOMER.name, "c-2", "address.city")
     assert (result.first.grid, result.first.place) == ('"Oslo"', '"Lyon"')
-    assert result.first.line() == 'demo.Customer c-2.address.city: grid "Oslo", place "Lyon"'
+    assert result.first.line() == 'demo.Customer c-2 address.city: grid "Oslo", place "Lyon"'
     assert result.state_hash != state_hash(grid.state())  # same ids and versions
 
 
@@ -82,6 +82,19 @@ def test_missing_and_extra_entities() -> None:
     assert (result.first.id, result.first.path, result.first.grid, result.first.place) == \
         ("c-1", "", "present (version 1)", "absent")
     assert result.summary() == "1 missing, 2 extra, 1 different"
+
+
+def test_a_top_level_name_with_a_dot_is_not_the_nested_path() -> None:
+    grid = holding("grid", {"c-1": customer("c-1")})
+    place = holding("sql", {"c-1": customer("c-1", **{"address.city": "Lyon"})})
+    result = compare(grid, place)
+    assert result.first is not None
+    assert (result.first.path, result.first.grid, result.first.place) == \
+        ('["address.city"]', "absent", '"Lyon"')
+    nested = {"c-1": {**customer("c-1"), "attrs": {"a.b": {"c": 1}}}}
+    other = {"c-1": {**customer("c-1"), "attrs": {"a.b": {"c": 2}}}}
+    found = compare(holding("grid", nested), holding("sql", other)).first
+    assert found is not None and found.path == 'attrs["a.b"].c'
 
 
 def test_a_version_difference_alone_is_a_difference() -> None:

@@ -1,0 +1,44 @@
+"""The demo's check looks at the data: one value changed behind the product's back in one
+store makes that place not match, names the entity and the property, and fails the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gridstream.demo import DemoRun, run_and_check
+from gridstream.model import SpaceDocument
+from gridstream.stores.cassandra import CassandraMapping
+from gridstream.stores.cassandra.naming import qualified_table, quote_identifier
+
+
+def test_one_changed_cassandra_cell_fails_the_demo(kafka_service: Any,
+                                                   cassandra_service: Any) -> None:
+    changed: dict[str, Any] = {}
+
+    def tamper(run: DemoRun) -> None:
+        customers = run.space.read_multiple(SpaceDocument("demo.Customer"))
+        victim = min(customers, key=lambda c: str(c["id"]))
+        descriptor = run.space_types["demo.Customer"]
+        mapping = CassandraMapping()
+        table = qualified_table(run.keyspace, mapping.table_name(descriptor.name))
+        id_column = mapping.layout(descriptor).id_column
+        run.cassandra.execute(
+            f"UPDATE {table} SET {quote_identifier('name')} = %s "
+            f"WHERE {quote_identifier(id_column)} = %s", ("tampered", victim["id"]))
+        changed.update(id=victim["id"], name=victim["name"])
+
+    result = run_and_check(keep_stack=True, operations=300, tamper=tamper)
+
+    assert result.exit_code == 1
+    places = {c.place: c for c in result.comparisons}
+    mirror = places["cassandra (mirror)"]
+    assert not mirror.matches
+    assert (mirror.missing, mirror.extra, mirror.different) == (0, 0, 1)
+    assert mirror.first is not None
+    assert (mirror.first.type_name, mirror.first.id, mirror.first.path) == \
+        ("demo.Customer", changed["id"], "name")
+    assert (mirror.first.grid, mirror.first.place) == (f'"{changed["name"]}"', '"tampered"')
+    # the same data through Kafka, the Spark pipeline to Cassandra and Delta still matches
+    for place in ("kafka", "cassandra (spark)", "lake (delta)"):
+        assert places[place].matches, (place, places[place].summary(), places[place].first)
+    assert places["kafka"].state_hash == places["lake (delta)"].state_hash
