@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any, NamedTuple, TypeVar
 
 from gridstream.errors import InvalidEntryError, UnknownTypeError
+from gridstream.kinds import check_data
 from gridstream.operations import EntityId, PropertySpec, TypeDescriptor
 
 __all__ = [
@@ -409,6 +410,7 @@ def from_entry(entry: object, types_: Mapping[str, TypeDescriptor] | None = None
         for name in _shape(type(entry)).names:
             value = getattr(entry, name)
             data[name] = value if type(value) in PLAIN_TYPES else normalize_value(value, name)
+    check_data(descriptor, data)  # declared properties hold values of their kind
     ident = normalize_id(data.get(descriptor.id_property), descriptor.name, descriptor.id_property)
     routing = data.get(descriptor.routing_property) if descriptor.routing_property else None
     return EntryParts(descriptor, ident, routing, data)

@@ -8,6 +8,7 @@ depends on how the space is implemented, only on these records.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -121,3 +122,20 @@ class TypeDescriptor:
 
     def fixed_names(self) -> frozenset[str]:
         return frozenset(p.name for p in self.fixed)
+
+    def declared_paths(self) -> frozenset[str]:
+        """The dotted paths of every declared property, those of declared nested objects
+        included (``address``, ``address.city``): unsetting one makes it null."""
+        return _declared_paths(self.fixed)
+
+
+@functools.lru_cache(maxsize=1024)
+def _declared_paths(fixed: tuple[PropertySpec, ...]) -> frozenset[str]:
+    out: set[str] = set()
+    stack = [("", spec) for spec in fixed]
+    while stack:
+        prefix, spec = stack.pop()
+        path = prefix + spec.name
+        out.add(path)
+        stack.extend((path + ".", child) for child in spec.nested)
+    return frozenset(out)

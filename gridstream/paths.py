@@ -1,31 +1,40 @@
-"""Property paths (``address.city``) inside an entry's data: set and unset.
+"""Property paths (``address.city``) inside an entry's data, and the one rule for applying
+a logged PARTIAL_UPDATE or CHANGE to an entry's data.
 
-One implementation for every place that applies a CHANGE: the space itself, the
-row-versioned sinks folding operations onto stored state, and the Cassandra writer
-editing a value inside one column. A top-level name that contains dots
-(``kafka.topic``) wins over the nested path of the same spelling.
+One implementation for every place that applies these operations: the space (a change
+set, and its log replay), the row-versioned sinks folding operations onto stored state
+(``gridstream.fold``), and the Cassandra writer editing a value inside one column. The
+rule is the grid's:
+
+- A top-level name that contains dots (``kafka.topic``) wins over the nested path of
+  the same spelling.
+- Setting a path creates the missing (or null) maps on the way; a value on the way that
+  is not a map is an ``InvalidEntryError``: the space refuses such a change when it is
+  made, so a logged change never meets one unless the data it is applied to differs
+  from the space's, which is reported rather than papered over.
+- Unsetting a declared property (``declared_paths``: at any nesting level of a declared
+  nested object) makes it null; any other property disappears. Under a null or absent
+  object there is nothing to unset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from gridstream.errors import InvalidEntryError
 
-__all__ = ["remove_in", "set_in", "set_path", "unset_path"]
+__all__ = ["apply_logged", "set_in", "set_path", "unset_in", "unset_path"]
 
 
-def set_in(data: dict[str, Any], segments: Sequence[str], value: Any, *,
-           replace_scalars: bool) -> None:
-    """Set ``data[s0][s1]...`` to ``value``, creating the maps on the way. A non-map
-    value on the way is replaced by a map when ``replace_scalars``, else it is an
-    ``InvalidEntryError`` (a null is always replaced)."""
+def set_in(data: dict[str, Any], segments: Sequence[str], value: Any) -> None:
+    """Set ``data[s0][s1]...`` to ``value``, creating the maps on the way (a null is
+    replaced by a map; any other non-map value is an ``InvalidEntryError``)."""
     node = data
     for part in segments[:-1]:
         child = node.get(part)
         if not isinstance(child, dict):
-            if child is not None and not replace_scalars:
+            if child is not None:
                 raise InvalidEntryError(
                     f"property {'.'.join(segments)!r}: {part!r} is not a map")
             child = node[part] = {}
@@ -33,29 +42,55 @@ def set_in(data: dict[str, Any], segments: Sequence[str], value: Any, *,
     node[segments[-1]] = value
 
 
-def remove_in(data: dict[str, Any], segments: Sequence[str]) -> None:
-    """Remove ``data[s0][s1]...`` if it is there (nothing happens otherwise)."""
+def unset_in(data: dict[str, Any], segments: Sequence[str], *, declared: bool) -> None:
+    """Unset ``data[s0][s1]...``: null when ``declared``, else removed. Nothing happens
+    when a map on the way is missing or null."""
     node: Any = data
     for part in segments[:-1]:
         node = node.get(part) if isinstance(node, dict) else None
-    if isinstance(node, dict):
+    if not isinstance(node, dict):
+        return
+    if declared:
+        node[segments[-1]] = None
+    else:
         node.pop(segments[-1], None)
 
 
-def set_path(data: dict[str, Any], path: str, value: Any, *, replace_scalars: bool) -> None:
+def set_path(data: dict[str, Any], path: str, value: Any) -> None:
     """Set the property at the dotted ``path`` (see ``set_in``)."""
     if path in data:
         data[path] = value
     else:
-        set_in(data, path.split("."), value, replace_scalars=replace_scalars)
+        set_in(data, path.split("."), value)
 
 
-def unset_path(data: dict[str, Any], path: str, fixed_names: Collection[str]) -> None:
-    """Unset the property at the dotted ``path``: a declared (fixed) property becomes
-    null, any other disappears."""
-    if path in fixed_names:
-        data[path] = None
-    elif path in data:
-        del data[path]
+def unset_path(data: dict[str, Any], path: str, declared: Collection[str]) -> None:
+    """Unset the property at the dotted ``path``: null if ``path`` is one of the
+    ``declared`` property paths, removed otherwise (see ``unset_in``)."""
+    if path in data:
+        if path in declared:
+            data[path] = None
+        else:
+            del data[path]
     else:
-        remove_in(data, path.split("."))
+        unset_in(data, path.split("."), declared=path in declared)
+
+
+def apply_logged(data: dict[str, Any], op: str, values: Mapping[str, Any],
+                 removed: Iterable[str], declared: Collection[str]) -> None:
+    """Apply one logged PARTIAL_UPDATE or CHANGE to ``data`` in place.
+
+    PARTIAL_UPDATE: the non-null top-level properties of ``values`` are written.
+    CHANGE: each ``values`` key is a property path set to its value, then each
+    ``removed`` path is unset. ``declared`` holds the type's declared property paths
+    (``TypeDescriptor.declared_paths``).
+    """
+    if op == "PARTIAL_UPDATE":
+        data.update((k, v) for k, v in values.items() if v is not None)
+    elif op == "CHANGE":
+        for path, value in values.items():
+            set_path(data, path, value)
+        for path in removed:
+            unset_path(data, path, declared)
+    else:
+        raise InvalidEntryError(f"{op} is not a partial operation")

@@ -30,7 +30,7 @@ import orjson
 
 from gridstream.errors import CodecError, ConfigError
 from gridstream.operations import PropertySpec, TypeDescriptor
-from gridstream.protocol.codecs import Codec
+from gridstream.protocol.codec_base import Codec
 from gridstream.protocol.envelope import Envelope
 from gridstream.protocol.values import restore, wire_default
 

@@ -2,20 +2,23 @@
 
 Built in: ``json`` (default, orjson), ``msgpack`` and ``avro`` (Confluent wire format).
 Applications may register their own codec under a new name; nothing selects a class by
-path and no code-executing format (pickle) is offered.
+path and no code-executing format (pickle) is offered. The ``Codec`` interface lives in
+``codec_base`` (re-exported here), which the implementations import, so this registry
+depends on ``avro`` and never the other way round.
 """
 
 from __future__ import annotations
 
 import functools
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import orjson
 
 from gridstream.errors import CodecError, ConfigError
 from gridstream.operations import TypeDescriptor
+from gridstream.protocol.avro import AvroCodec
+from gridstream.protocol.codec_base import Codec
 from gridstream.protocol.envelope import Envelope
 from gridstream.protocol.values import restore, wire_default
 
@@ -27,20 +30,6 @@ __all__ = [
     "create_codec",
     "register_codec",
 ]
-
-
-class Codec(ABC):
-    """Turns an envelope into record-value bytes and back."""
-
-    name: ClassVar[str]
-
-    @abstractmethod
-    def encode(self, envelope: Envelope, descriptor: TypeDescriptor | None) -> bytes:
-        """Serialize; ``CodecError`` if a value cannot be represented."""
-
-    @abstractmethod
-    def decode(self, payload: bytes, types: Mapping[str, TypeDescriptor]) -> Envelope:
-        """Deserialize; declared properties of known types come back as Python types."""
 
 
 def restored(envelope: Envelope, types: Mapping[str, TypeDescriptor]) -> Envelope:
@@ -104,17 +93,11 @@ class MsgpackCodec(Codec):
         return restored(Envelope.from_wire(raw), types)
 
 
-def _avro(**options: Any) -> Codec:
-    from gridstream.protocol.avro import AvroCodec
-
-    return AvroCodec(**options)
-
-
 CodecFactory = Callable[..., Codec]
 _REGISTRY: dict[str, CodecFactory] = {
     "json": JsonCodec,
     "msgpack": MsgpackCodec,
-    "avro": _avro,
+    "avro": AvroCodec,
 }
 
 

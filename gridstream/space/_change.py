@@ -13,9 +13,10 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from gridstream.errors import InvalidEntryError
+from gridstream.kinds import check_path_value
 from gridstream.model import normalize_value
 from gridstream.operations import TypeDescriptor
-from gridstream.paths import set_path, unset_path
+from gridstream.paths import apply_logged
 
 __all__ = [
     "MISSING",
@@ -24,7 +25,6 @@ __all__ = [
     "get_path",
     "matches",
     "matches_template",
-    "replay_changes",
 ]
 
 MISSING: Any = object()
@@ -98,7 +98,8 @@ def apply_changes(
     Returns what the log carries: the resulting value of each changed path and the
     paths that no longer exist. When one changed path lies under another, only the
     outer one is reported (with its resulting value), so the two parts never overlap
-    and ``replay_changes`` gives the same result in any order.
+    and applying them (``gridstream.paths.apply_logged``) gives the same result in any
+    order. Each step is applied with that same function.
     """
     steps = (
         [Change.set(k, v) for k, v in changes.items()] if isinstance(changes, Mapping)
@@ -107,18 +108,20 @@ def apply_changes(
     if not steps:
         raise InvalidEntryError("an empty change set")
     touched: dict[str, None] = {}
+    declared = descriptor.declared_paths()
     for step in steps:
         _check_path(step, descriptor, data)
         touched[step.path] = None
         if step.action == "unset":
-            unset_path(data, step.path, descriptor.fixed_names())
+            apply_logged(data, "CHANGE", {}, (step.path,), declared)
             continue
         value = normalize_value(step.value, step.path)
         if step.action == "increment":
             value = _incremented(get_path(data, step.path), value, step.path)
         elif step.action != "set":
             raise InvalidEntryError(f"unknown change action {step.action!r}")
-        set_path(data, step.path, value, replace_scalars=False)
+        check_path_value(descriptor, step.path, value, top_level=step.path in data)
+        apply_logged(data, "CHANGE", {step.path: value}, (), declared)
     changed: dict[str, Any] = {}
     removed: list[str] = []
     for path in _outermost(touched):
@@ -140,17 +143,6 @@ def _outermost(paths: Iterable[str]) -> list[str]:
         if not any(".".join(parts[:i]) in given for i in range(1, len(parts))):
             out.append(path)
     return out
-
-
-def replay_changes(
-    data: dict[str, Any], changed: Mapping[str, Any], removed: Iterable[str],
-    descriptor: TypeDescriptor,
-) -> None:
-    """Apply a logged change (from ``apply_changes``) to ``data`` in place."""
-    for path, value in changed.items():
-        set_path(data, path, value, replace_scalars=False)
-    for path in removed:
-        unset_path(data, path, descriptor.fixed_names())
 
 
 def _check_path(step: Change, descriptor: TypeDescriptor, data: dict[str, Any]) -> None:

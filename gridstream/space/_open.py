@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gridstream.errors import ConfigError, LogCorruptedError, OperationLogError
 from gridstream.operations import OpType, TypeDescriptor
-from gridstream.space._change import replay_changes
+from gridstream.paths import apply_logged
 from gridstream.space._codec import (
     RawOp,
     decode_data,
@@ -133,11 +133,8 @@ def _apply(store: Store, types: dict[str, TypeDescriptor], seq: int, op: RawOp) 
         raw = op.data
     else:
         data = decode_data(old.data) if old is not None else {}
-        changes = decode_data(op.data)
-        if op.op is OpType.PARTIAL_UPDATE:
-            data.update(changes)
-        else:
-            descriptor = types.get(op.type_name) or TypeDescriptor(op.type_name, "id")
-            replay_changes(data, changes, op.removed, descriptor)
+        descriptor = types.get(op.type_name) or TypeDescriptor(op.type_name, "id")
+        apply_logged(data, op.op.value, decode_data(op.data), op.removed,
+                     descriptor.declared_paths())
         raw = encode_data(data)
     store.put(op.type_name, op.id, Slot(seq, raw, op.partition, op.routing), old)

@@ -11,32 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
-
-from gridstream.errors import CodecError
+from gridstream.fold import parse_data
 from gridstream.operations import EntityId, Operation, OpType
 from gridstream.protocol.values import restore
 from gridstream.spark.types import TypeRegistry
 
-__all__ = ["entity_id", "operations_from_arrow", "parse_data"]
+__all__ = ["entity_id", "operations_from_arrow"]
 
 
 def entity_id(text: str, is_int: bool) -> EntityId:
     """The envelope's id back in its wire type."""
     return int(text) if is_int else text
-
-
-def parse_data(text: str | None, where: str) -> dict[str, Any] | None:
-    """``data``'s JSON text as a dict; ``CodecError`` names the record otherwise."""
-    if text is None:
-        return None
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise CodecError(f"{where}: data is not valid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise CodecError(f"{where}: data is not a JSON object")
-    return value
 
 
 def operations_from_arrow(batch: Any, types: TypeRegistry) -> Iterator[Operation]:

@@ -155,6 +155,12 @@ class TypeRegistry:
         found = self.declared.get(type_name)
         return found.fixed_names() if found is not None else frozenset()
 
+    def declared_paths(self, type_name: str) -> frozenset[str]:
+        """The declared property paths of a type, nested ones included (empty when
+        dynamic): see ``TypeDescriptor.declared_paths``."""
+        found = self.declared.get(type_name)
+        return found.declared_paths() if found is not None else frozenset()
+
     def to_payload(self) -> dict[str, Any]:
         """A JSON-able form, to ship the registry to Spark's Python workers."""
         return {

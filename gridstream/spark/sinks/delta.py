@@ -7,7 +7,7 @@ One Delta table holds every type's current state, partitioned by ``type``::
 
 Per batch: the stored state of the batch's entities is joined in, each entity's
 operations are folded in version order (Arrow batches in Spark's Python workers, see
-``_state``), and the changed states are merged with
+``gridstream.fold``), and the changed states are merged with
 ``WHEN MATCHED AND t.version < s.version THEN UPDATE ... WHEN NOT MATCHED THEN INSERT``.
 Deletes stay as tombstones (``deleted`` true) so a late replay cannot resurrect an
 entity; ``current_state`` hides them. A MERGE is one Delta commit, so a batch is applied
@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import ConfigError, StoreError
-from gridstream.spark.sinks._state import EntityState, OpRow, fold
+from gridstream.fold import EntityState, OpRow, fold
 from gridstream.spark.sinks.base import BatchSink, SinkResult
 from gridstream.spark.types import TypeRegistry
 
@@ -131,7 +131,7 @@ class DeltaSink(BatchSink):
             F.array().cast("array<string>").alias("removed"), "deleted",
             F.lit(True).alias("is_base"),
         )
-        fixed = {n: sorted(d.fixed_names()) for n, d in self.types.declared.items()}
+        fixed = {n: sorted(d.declared_paths()) for n, d in self.types.declared.items()}
         folded = (
             ops.unionByName(base)
             .repartition("type", "id")

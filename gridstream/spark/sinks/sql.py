@@ -5,7 +5,7 @@ Table ``<prefix><type>`` (name from the shared table-name converter)::
     id TEXT PRIMARY KEY, version BIGINT, deleted BOOLEAN, op TEXT, ts BIGINT, data JSON
 
 Each batch runs in one database transaction on the driver: the batch's entities are
-read, their operations folded in version order (see ``_state``), and the new states
+read, their operations folded in version order (see ``gridstream.fold``), and the new states
 written with ``INSERT ... ON CONFLICT (id) DO UPDATE ... WHERE version < excluded.version``.
 A delete keeps its row as a tombstone (``deleted`` true, ``data`` null, the delete's
 version), so a late replay of an older write is rejected by the guard instead of
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 
 from gridstream.errors import ConfigError, StoreError
-from gridstream.spark.sinks._state import EntityState, OpRow, fold
+from gridstream.fold import EntityState, OpRow, fold
 from gridstream.spark.sinks.base import BatchSink, SinkResult
 from gridstream.spark.types import TypeRegistry
 from gridstream.stores.cassandra.naming import DefaultTableNameConverter
@@ -162,7 +162,7 @@ class SqlSink(BatchSink):
                     entities: dict[str, list[OpRow]]) -> tuple[int, int]:
         table = self.table_name(type_name)
         self._ensure_table(cur, table)
-        fixed = self.types.fixed_names(type_name)
+        fixed = self.types.declared_paths(type_name)
         bases = self._load(cur, table, list(entities))
         rows: list[tuple[Any, ...]] = []
         applied = stale = 0

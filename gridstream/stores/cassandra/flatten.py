@@ -179,6 +179,7 @@ class TypeLayout:
         self.type_name = descriptor.name
         self.id_property = descriptor.id_property
         self.id_column = column_name((descriptor.id_property,))
+        self.declared_paths = descriptor.declared_paths()
         self.flatten_filter = flatten_filter
         specs = [s for s in descriptor.fixed if s.name != descriptor.id_property]
         nodes = visit_specs(specs, _LayoutBuilder(), flatten_filter)

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
-from gridstream.errors import StoreError
+from gridstream.errors import InvalidEntryError, StoreError
 from gridstream.operations import Operation, OpType, TypeDescriptor
 from gridstream.stores.cassandra._batches import Unit, group_requests, replica_key
 from gridstream.stores.cassandra._driver import consistency_level, require_driver
@@ -240,14 +240,15 @@ class CassandraWriter:
         names are property paths (CHANGE), else top-level names (PARTIAL_UPDATE)."""
         layout, state = target.layout, target.state
         values: dict[str, Any] = {}
-        inner_edits: dict[str, list[tuple[tuple[str, ...], Any]]] = {}
+        inner_edits: dict[str, list[tuple[tuple[str, ...], Any, bool]]] = {}
         edits = [(k, v) for k, v in changed.items() if k != layout.id_property]
         edits += [(name, REMOVE) for name in removed if name != layout.id_property]
         for key, value in edits:
             where = layout.locate(key, state.columns) if paths else Location((key,))
             prefix = column_name(where.path)
             if where.inner:
-                inner_edits.setdefault(prefix, []).append((where.inner, value))
+                declared = key in layout.declared_paths
+                inner_edits.setdefault(prefix, []).append((where.inner, value, declared))
                 continue
             if value is REMOVE:
                 self._ensure_removable(target, prefix)
@@ -274,7 +275,7 @@ class CassandraWriter:
         target: _Target,
         op: Operation,
         column: str,
-        edits: list[tuple[tuple[str, ...], Any]],
+        edits: list[tuple[tuple[str, ...], Any, bool]],
         values: dict[str, Any],
         call: _Call,
     ) -> None:
@@ -284,8 +285,12 @@ class CassandraWriter:
         current, written_at = self._read_column(target, column, call)
         if written_at is not None and written_at >= op.version:
             return
-        for path, new in edits:
-            current = edit_path(current, path, new)
+        try:
+            for path, new, declared in edits:
+                current = edit_path(current, path, new, declared=declared)
+        except InvalidEntryError as exc:
+            raise StoreError(f"{op.type_name} id={op.id!r} version {op.version}: column "
+                             f"{column!r}: {exc}") from exc
         values[column] = current
         if column in target.state.columns:
             call.counts.read_modify_writes += 1

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gridstream.errors import StoreError
+from gridstream.errors import InvalidEntryError, StoreError
 from gridstream.operations import PropertySpec, TypeDescriptor
 from gridstream.stores.cassandra._paths import REMOVE, edit_path
 from gridstream.stores.cassandra.columns import Encoding, column_name, split_column_name
@@ -204,8 +204,15 @@ def test_change_paths_are_located() -> None:
     st.integers(),
 )
 def test_edit_path_sets_and_removes(base: dict[str, Any], path: list[str], value: int) -> None:
+    node: Any = base
+    for segment in path[:-1]:
+        node = node.get(segment) if isinstance(node, dict) else None
+        if node is not None and not isinstance(node, dict):  # the space refuses this path
+            with pytest.raises(InvalidEntryError, match="is not a map"):
+                edit_path(base, tuple(path), value)
+            return
     edited = edit_path(base, tuple(path), value)
-    node: Any = edited
+    node = edited
     for segment in path:
         node = node[segment]
     assert node == value
@@ -214,4 +221,9 @@ def test_edit_path_sets_and_removes(base: dict[str, Any], path: list[str], value
     for segment in path[:-1]:
         parent = parent[segment]
     assert path[-1] not in parent
+    nulled = edit_path(edited, tuple(path), REMOVE, declared=True)
+    parent = nulled
+    for segment in path[:-1]:
+        parent = parent[segment]
+    assert parent[path[-1]] is None
     assert edit_path("not a map", ("a",), REMOVE) == "not a map"

@@ -13,7 +13,8 @@ import pytest
 from gridstream.errors import StoreError
 from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
 from gridstream.stores.cassandra.columns import VERSION_COLUMN, Column
-from gridstream.stores.cassandra.flatten import TypeLayout
+from gridstream.stores.cassandra.flatten import DefaultFlattenFilter, TypeLayout
+from gridstream.stores.cassandra.mapping import CassandraMapping
 from gridstream.stores.cassandra.schema import CassandraSchema, TableState
 from gridstream.stores.cassandra.writer import CassandraWriter
 
@@ -323,3 +324,19 @@ def test_failed_writes_raise_and_count_nothing(
         writer.apply([op(OpType.WRITE, 1, {"name": "a"})], TYPES)
     assert info.value.__cause__ is cause
     assert writer.counters.operations == 0
+
+
+def test_removing_a_declared_field_inside_one_column_nulls_it(executed: list[Bound]) -> None:
+    """An object past the nesting limit is one column: the removed declared field inside
+    it becomes null (as in the space), a removed dynamic key disappears."""
+    writer = CassandraWriter(FakeSession(), "ks", CassandraMapping(
+        flatten_filter=DefaultFlattenFilter(max_nesting_level=0)))
+    writer.schema = FakeSchema()
+    serializer = writer.mapping.fixed_serializer
+    writer.apply([op(OpType.WRITE, 1, {"id": 1, "address": {"street": "s", "no": 2}})], TYPES)
+    session_of(writer).cells["address"] = (
+        serializer.to_bytes({"street": "s", "no": 2, "note": "x"}), 1)
+    executed.clear()
+    writer.apply([op(OpType.CHANGE, 2, {}, removed=("address.street", "address.note"))], TYPES)
+    values = insert_values(executed[0])
+    assert serializer.from_bytes(values["address"]) == {"street": None, "no": 2}

@@ -1,14 +1,16 @@
 """Folding operations into an entity's current state, for row-versioned sinks (SQL, lake).
 
+Pure Python (no Spark): the space and the stores can use it as well.
+
 Cassandra versions each cell; a SQL row or a lake row has one version, so partial
 operations must be applied in version order onto the state the sink already holds.
 The fold follows the space's semantics:
 
 - WRITE / UPDATE: ``data`` is the whole entry.
-- PARTIAL_UPDATE: the non-null top-level properties of ``data`` are written.
-- CHANGE: each ``data`` key is a property path set to its value (a top-level name
-  containing dots wins over the nested path); each ``removed`` path is unset (a
-  declared property becomes null, others disappear).
+- PARTIAL_UPDATE, CHANGE: applied with ``gridstream.paths.apply_logged``, the rule the
+  space itself applies (non-null top-level properties; changed paths set, removed
+  paths unset: a declared property, nested ones included, becomes null, others
+  disappear).
 - REMOVE / TAKE: the entry is gone; a tombstone keeps the delete's version so that a
   late replay of an older write cannot bring it back.
 
@@ -25,10 +27,10 @@ from typing import Any
 
 import orjson
 
-from gridstream.paths import set_path, unset_path
-from gridstream.spark._rows import parse_data
+from gridstream.errors import CodecError, InvalidEntryError
+from gridstream.paths import apply_logged
 
-__all__ = ["EntityState", "FoldResult", "OpRow", "fold"]
+__all__ = ["EntityState", "FoldResult", "OpRow", "fold", "parse_data"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +64,27 @@ class FoldResult:
     stale: int
 
 
+def parse_data(text: str | None, where: str) -> dict[str, Any] | None:
+    """``data``'s JSON text as a dict; ``CodecError`` names the record otherwise."""
+    if text is None:
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"{where}: data is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise CodecError(f"{where}: data is not a JSON object")
+    return value
+
+
 _FULL = frozenset({"WRITE", "UPDATE"})
 _DELETE = frozenset({"REMOVE", "TAKE"})
 
 
 def fold(base: EntityState | None, ops: Iterable[OpRow],
          fixed_names: frozenset[str] = frozenset()) -> FoldResult:
-    """Apply ``ops`` (any order) to ``base``; see the module docstring."""
+    """Apply ``ops`` (any order) to ``base``; see the module docstring. ``fixed_names``
+    holds the type's declared property paths (``TypeDescriptor.declared_paths``)."""
     current = base
     parsed: dict[str, Any] | None = None
     applied = stale = 0
@@ -99,10 +115,7 @@ def _start(state: EntityState | None) -> dict[str, Any]:
 
 def _apply_partial(data: dict[str, Any], row: OpRow, fixed_names: frozenset[str]) -> None:
     values = parse_data(row.data, f"{row.op} version {row.version}") or {}
-    if row.op == "PARTIAL_UPDATE":
-        data.update((k, v) for k, v in values.items() if v is not None)
-        return
-    for path, value in values.items():
-        set_path(data, path, value, replace_scalars=True)
-    for path in row.removed:
-        unset_path(data, path, fixed_names)
+    try:
+        apply_logged(data, row.op, values, row.removed, fixed_names)
+    except InvalidEntryError as exc:
+        raise InvalidEntryError(f"{row.op} version {row.version}: {exc}") from exc

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gridstream.spark.sinks._state import EntityState, OpRow, fold
+from gridstream.errors import InvalidEntryError
+from gridstream.fold import EntityState, OpRow, fold
 
 
 def _row(op: str, version: int, data: dict[str, Any] | None = None,
@@ -39,6 +41,21 @@ def test_change_sets_paths_and_unsets_declared_and_dynamic_properties() -> None:
     result = fold(base, [change], frozenset({"id", "age", "address"}))
     assert _data(result.state) == {"id": "a", "age": None, "kafka.topic": "u",
                                    "address": {"city": "Rome", "geo": {"lat": 1.5}}}
+
+
+def test_change_nulls_a_removed_declared_nested_property() -> None:
+    base = EntityState(5, False, "WRITE", 0, orjson.dumps(
+        {"id": "a", "address": {"city": "Oslo", "zip": "1", "note": "x"}}).decode())
+    change = _row("CHANGE", 6, {}, removed=("address.city", "address.note"))
+    declared = frozenset({"id", "address", "address.city", "address.zip"})
+    assert _data(fold(base, [change], declared).state) == {
+        "id": "a", "address": {"city": None, "zip": "1"}}
+
+
+def test_a_change_through_a_non_map_value_is_an_error_naming_the_operation() -> None:
+    base = EntityState(5, False, "WRITE", 0, orjson.dumps({"id": "a", "m": 3}).decode())
+    with pytest.raises(InvalidEntryError, match="CHANGE version 6: property 'm.k'"):
+        fold(base, [_row("CHANGE", 6, {"m.k": 1})])
 
 
 def test_remove_leaves_a_tombstone_that_rejects_older_writes() -> None:
