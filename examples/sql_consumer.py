@@ -3,9 +3,10 @@
     python examples/sql_consumer.py --topic orders --db sqlite:///orders.db \
         [--data-dir SPACE_DIR] [--bootstrap 127.0.0.1:9092] [--idle-timeout 10]
 
-One table per type (columns from the type's descriptor when ``--data-dir`` names the
-space, else from the first data seen); rows are upserted by id only when the version is
-newer; deletes keep a tombstone; offsets are committed after the database commit.
+One table per type (``id, version, deleted, op, ts, data``: the entity as wire JSON);
+rows are upserted by id only when the version is newer; deletes keep a tombstone;
+offsets are committed after the database commit. ``--data-dir`` names the space, whose
+types tell which properties are declared (an unset one is kept as null).
 PostgreSQL works too: ``--db postgresql://user@host/db`` (pip install 'gridstream[postgres]').
 """
 
@@ -19,8 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gridstream.consumer import OperationConsumer
-from gridstream.consumer_sql import SqlOperationStore, run_sql_consumer
 from gridstream.operations import TypeDescriptor
+from gridstream.stores.sql import SqlStore, run_sql_consumer
 
 
 def _types(data_dir: str | None) -> Mapping[str, TypeDescriptor]:
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     consumer = OperationConsumer(args.bootstrap, topics=args.topic, group_id=args.group,
                                  types=types,
                                  on_decode_error="skip" if args.skip_undecodable else "fail")
-    store = SqlOperationStore(args.db, types=types)
+    store = SqlStore(args.db, types=types)
     stop = threading.Event()
 
     def on_signal(*_: Any) -> None:

@@ -1,8 +1,9 @@
-"""The ``gridstream`` command line: stack, demo, mirror, consume, run."""
+"""The ``gridstream`` command line: stack, demo, mirror, consume, run, sql."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -54,6 +55,20 @@ def _run(args: argparse.Namespace) -> int:
     return run_config(args.config)
 
 
+def _sql(args: argparse.Namespace) -> int:
+    from gridstream.errors import ConfigError
+    from gridstream.stores.sql import SqlStore
+
+    url = args.url or os.environ.get("GRIDSTREAM_SQL_URL")
+    if not url:
+        raise ConfigError("give the database as --url or in GRIDSTREAM_SQL_URL")
+    with SqlStore(url) as store:
+        purged = store.purge_tombstones(args.type, args.below_version)
+        print(f"purged {purged} tombstones of {args.type} below version {args.below_version} "
+              f"(table {store.table_name(args.type)}, {store.describe()})")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gridstream",
@@ -78,6 +93,19 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run what a PIPELINE.toml defines until stopped")
     run.add_argument("config")
     run.set_defaults(func=_run)
+
+    sql = sub.add_parser("sql", help="maintain a SQL store (the SQL consumer's or sink's)")
+    sql_sub = sql.add_subparsers(dest="sql_command", required=True)
+    purge = sql_sub.add_parser(
+        "purge-tombstones",
+        help="delete the tombstones of a type below a version (once replays of older "
+             "operations can no longer arrive)")
+    purge.add_argument("--url", help="sqlite:///file.db or postgresql://... "
+                                     "(default: $GRIDSTREAM_SQL_URL)")
+    purge.add_argument("--type", required=True, help="the type name (e.g. shop.Order)")
+    purge.add_argument("--below-version", type=int, required=True,
+                       help="purge tombstones whose version is lower than this")
+    purge.set_defaults(func=_sql)
     return parser
 
 

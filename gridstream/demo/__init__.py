@@ -63,9 +63,9 @@ def _sql(
     bootstrap: str, types: DemoTypes, space_types: dict[str, Any], db: Path, run_id: str
 ) -> int:
     from gridstream.consumer import OperationConsumer
-    from gridstream.consumer_sql import SqlOperationStore, run_sql_consumer
+    from gridstream.stores.sql import SqlStore, run_sql_consumer
 
-    store = SqlOperationStore(f"sqlite:///{db}", types=space_types)
+    store = SqlStore(f"sqlite:///{db}", types=space_types)
     consumer = OperationConsumer(bootstrap, topics=[types.customer_topic, types.order_topic],
                                  group_id=f"demo-sql-{run_id}", types=space_types)
     try:
@@ -176,7 +176,7 @@ def _read_back(run: DemoRun) -> list[Holding]:
     return [
         from_kafka(run.bootstrap, run.topics, declared, run.space.next_seq - 1,
                    f"demo-check-{run.run_id}"),
-        from_sql(str(run.db), declared),
+        from_sql(f"sqlite:///{run.db}", declared),
         from_cassandra(run.cassandra, run.keyspace, descriptors, "cassandra (mirror)"),
         from_cassandra(run.cassandra, run.spark_keyspace, descriptors, "cassandra (spark)"),
         from_lake(get_spark(app_name="gridstream-demo"), str(run.lake), declared),

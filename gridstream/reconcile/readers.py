@@ -7,14 +7,13 @@ them back, restored to their declared types where the place keeps wire JSON) who
 - ``from_grid``: the space's entries, every property;
 - ``from_kafka``: every operation of the topics (``read_committed``) folded in order with
   the row-versioned sinks' fold (the grid's semantics), plus the per-entity order check;
-- ``from_sql``: the SQL consumer's tables (one column per property);
+- ``from_sql``: the SQL store's tables (``gridstream.stores.sql``, wire JSON per row);
 - ``from_cassandra``: a keyspace read through the Cassandra mapping;
 - ``from_lake``: the Delta current-state table.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -22,19 +21,18 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gridstream.errors import ReconcileError
+from gridstream.fold import OpRow, fold
 from gridstream.model import SpaceDocument
 from gridstream.operations import Operation, TypeDescriptor
 from gridstream.protocol.values import restore, wire_default
-from gridstream.reconcile.canonical import CASSANDRA, PlaceRules
+from gridstream.reconcile.canonical import CASSANDRA
 from gridstream.reconcile.compare import Entity, Holding, Key
 from gridstream.space import Space
-from gridstream.spark.sinks._state import OpRow, fold
 
 if TYPE_CHECKING:
     from gridstream.consumer import OperationRecord
 
 __all__ = [
-    "SQL_COLUMNS",
     "fold_operations",
     "from_cassandra",
     "from_grid",
@@ -44,10 +42,6 @@ __all__ = [
     "from_sql",
     "from_state_rows",
 ]
-
-SQL_COLUMNS = PlaceRules(null_is_absent=True)
-"""The SQL consumer's one-column-per-property tables: a missing property is a null."""
-
 
 def from_grid(space: Space, type_names: Iterable[str]) -> Holding:
     """Every live entry of ``type_names`` with all its properties."""
@@ -77,7 +71,7 @@ def fold_operations(ops: Mapping[Key, list[OpRow]], types: Mapping[str, TypeDesc
     entities: dict[Key, Entity] = {}
     for key, rows in ops.items():
         descriptor = types.get(key[0])
-        fixed = descriptor.fixed_names() if descriptor is not None else frozenset()
+        fixed = descriptor.declared_paths() if descriptor is not None else frozenset()
         state = fold(None, rows, fixed).state
         if state is None or state.deleted:
             continue
@@ -85,10 +79,11 @@ def fold_operations(ops: Mapping[Key, list[OpRow]], types: Mapping[str, TypeDesc
     return entities
 
 
-def _restored(text: str | None, descriptor: TypeDescriptor | None, key: Key
-              ) -> dict[str, Any]:
+def _restored(stored: str | Mapping[str, Any] | None, descriptor: TypeDescriptor | None,
+              key: Key) -> dict[str, Any]:
+    """Stored wire JSON (text, or already parsed) with declared properties restored."""
     try:
-        data = orjson.loads(text) if text is not None else {}
+        data = orjson.loads(stored) if isinstance(stored, str) else dict(stored or {})
     except orjson.JSONDecodeError as exc:
         raise ReconcileError(f"{key[0]} {key[1]}: stored data is not JSON") from exc
     if not isinstance(data, dict):
@@ -133,9 +128,13 @@ def from_records(place: str, records: Iterable[OperationRecord | Operation],
     return holding
 
 
-def from_state_rows(place: str, rows: Iterable[tuple[str, str, int, str | None]],
+StateRow = tuple[str, str, int, "str | Mapping[str, Any] | None"]
+"""(type, id, version, data as wire JSON text or parsed) of a live current-state row."""
+
+
+def from_state_rows(place: str, rows: Iterable[StateRow],
                     types: Mapping[str, TypeDescriptor]) -> Holding:
-    """Live (type, id, version, data JSON) rows of a current-state table."""
+    """Live rows of a current-state table (the SQL store, the Delta table)."""
     entities = {(t, str(i)): Entity(int(v), _restored(d, types.get(t), (t, str(i))))
                 for t, i, v, d in rows}
     return Holding(place, entities, types)
@@ -165,32 +164,11 @@ def from_cassandra(session: Any, keyspace: str, descriptors: Iterable[TypeDescri
     return Holding(place, entities, types, rules=CASSANDRA)
 
 
-def from_sql(path: str, types: Mapping[str, TypeDescriptor]) -> Holding:
-    """The SQL consumer's SQLite tables (one column per property, ``_``-prefixed meta
-    columns). A text column of an undeclared property holding JSON of a map or a list
-    reads back as that map or list."""
-    from gridstream.consumer_sql import table_name
+def from_sql(url: str, types: Mapping[str, TypeDescriptor]) -> Holding:
+    """The SQL store's live rows of ``types`` (``url``: ``sqlite:///path`` or a
+    PostgreSQL url), read through ``SqlStore.read``."""
+    from gridstream.stores.sql import SqlStore
 
-    entities: dict[Key, Entity] = {}
-    with sqlite3.connect(path) as conn:
-        for type_name, descriptor in types.items():
-            cursor = conn.execute(f'SELECT * FROM "{table_name(type_name)}" '  # noqa: S608
-                                  "WHERE _deleted = 0")
-            names = [d[0] for d in cursor.description]
-            kinds = {s.name: s.kind for s in descriptor.fixed}
-            for row in cursor:
-                record = dict(zip(names, row, strict=True))
-                data = {k: _sql_value(v, kinds.get(k)) for k, v in record.items()
-                        if not k.startswith("_")}
-                entities[(type_name, str(record["_id"]))] = Entity(
-                    int(record["_version"]), restore(data, descriptor.fixed))
-    return Holding("sql", entities, types, rules=SQL_COLUMNS)
-
-
-def _sql_value(value: Any, kind: str | None) -> Any:
-    if kind == "bool" and isinstance(value, int):
-        return bool(value)
-    text_kinds = ("str", "datetime", "date", "decimal", "uuid")
-    if isinstance(value, str) and kind not in text_kinds and value[:1] in ("{", "["):
-        return orjson.loads(value)
-    return value
+    with SqlStore(url, types=types) as store:
+        rows = [(t, r.id, r.version, r.data) for t in types for r in store.read(t)]
+    return from_state_rows("sql", rows, types)

@@ -6,7 +6,6 @@ entity in canonical form, versions, nothing missing or extra).
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import orjson
@@ -15,7 +14,7 @@ from gridstream.operations import TypeDescriptor
 from gridstream.reconcile import Entity, Holding, compare
 from gridstream.reconcile.readers import from_cassandra, from_state_rows
 from gridstream.stores.cassandra import CassandraConfig, mapping_from_config
-from gridstream.stores.cassandra.naming import DefaultTableNameConverter
+from gridstream.stores.sql import SqlStore
 from tests.integration.spark_workload import ORDER, PERSON, Workload
 
 ORDER_DESCRIPTOR = TypeDescriptor(ORDER, "id")
@@ -47,12 +46,11 @@ def check_cassandra(session: Any, keyspace: str, workload: Workload) -> int:
     return assert_matches(reference(workload), stored)
 
 
-def sql_rows(path: str, type_name: str) -> dict[str, tuple[int, bool, dict[str, Any] | None]]:
-    """id → (version, deleted, data) of a SQLite sink table."""
-    table = DefaultTableNameConverter().to_table_name(type_name)
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute(f'SELECT id, version, deleted, data FROM "{table}"').fetchall()
-    return {r[0]: (r[1], bool(r[2]), orjson.loads(r[3]) if r[3] else None) for r in rows}
+def sql_rows(url: str, type_name: str) -> dict[str, tuple[int, bool, dict[str, Any] | None]]:
+    """id → (version, deleted, data) of a SQL sink's type, read through the store."""
+    with SqlStore(url) as store:
+        return {r.id: (r.version, r.deleted, r.data)
+                for r in store.read(type_name, include_deleted=True)}
 
 
 def check_state_rows(rows: dict[str, tuple[int, bool, dict[str, Any] | None]],
@@ -69,8 +67,8 @@ def check_state_rows(rows: dict[str, tuple[int, bool, dict[str, Any] | None]],
     return len(expected)
 
 
-def check_sql(path: str, workload: Workload) -> int:
-    return sum(check_state_rows(sql_rows(path, d.name), workload, d.name) for d in DESCRIPTORS)
+def check_sql(url: str, workload: Workload) -> int:
+    return sum(check_state_rows(sql_rows(url, d.name), workload, d.name) for d in DESCRIPTORS)
 
 
 def delta_rows(spark: Any, path: str, type_name: str

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gridstream.consumer import OperationConsumer
-from gridstream.consumer_sql import SqlOperationStore, run_sql_consumer
 from gridstream.mirror import InMemoryLog, KafkaSyncEndpoint, Mirror
 from gridstream.operations import PropertySpec, TypeDescriptor
+from gridstream.stores.sql import SqlStore, run_sql_consumer
 from tests.integration.mirror_helpers import random_workload
 
 MakeTopic = Callable[..., str]
@@ -40,7 +40,7 @@ def test_sql_store_converges_and_replays_are_harmless(kafka_bootstrap: str,
         pass
     mirror.stop()
     url = f"sqlite:///{tmp_path / 'accounts.db'}"
-    store = SqlOperationStore(url, types=log.types())
+    store = SqlStore(url, types=log.types())
     expected = _final_state(log)
     for _ in range(2):  # the second pass is a full replay under a new group
         consumer = OperationConsumer(kafka_bootstrap, topics=[topic],
@@ -51,8 +51,8 @@ def test_sql_store_converges_and_replays_are_harmless(kafka_bootstrap: str,
         assert applied == 2000
         for entity, (version, n) in expected.items():
             row = store.get("Account", entity, include_deleted=True)
-            assert row is not None and row["_version"] == version
-            assert bool(row["_deleted"]) == (n is None)
+            assert row is not None and row.version == version
+            assert row.deleted == (n is None)
             if n is not None:
-                assert row["n"] == n
+                assert row.data is not None and row.data["n"] == n
     store.close()

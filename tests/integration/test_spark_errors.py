@@ -86,7 +86,7 @@ def test_malformed_envelope_fails_then_dead_letters_from_the_same_offsets(
                         errorHandlingPolicy="dead_letter", dead_letter_topic=dlq)
     assert _run(spark, lenient) is None
     assert sum(r.dead_lettered for r in lenient.reports) == 3
-    check_sql(str(db), workload)
+    check_sql(f"sqlite:///{db}", workload)
     letters = _dead_letters(kafka_bootstrap, dlq, expected=3)
     assert sorted(m.key() for m in letters) == [b"bad-1", b"bad-2", b"bad-3"]
     for message in letters:

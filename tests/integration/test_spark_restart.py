@@ -124,7 +124,7 @@ def _crash_restart(bootstrap: str, topic_factory: Callable[..., str], keyspace: 
 def _check_all(spark: Any, cassandra_session: Any, keyspace: str, tmp: Path,
                workload: Workload) -> None:
     assert check_cassandra(cassandra_session, keyspace, workload) > 0
-    assert check_sql(str(tmp / "store.db"), workload) > 0
+    assert check_sql(f"sqlite:///{tmp / 'store.db'}", workload) > 0
     assert check_delta(spark, str(tmp / "current"), workload) > 0
 
 

@@ -78,7 +78,7 @@ def test_store_pipelines_reach_the_final_state_and_replays_change_nothing(
         assert len(pipeline.reports) >= 2  # several batches: state carried across batches
 
     assert check_cassandra(cassandra_session, keyspace, workload) > 0
-    assert check_sql(str(db), workload) > 0
+    assert check_sql(f"sqlite:///{db}", workload) > 0
     assert check_delta(spark, str(lake), workload) > 0
     changes = spark.read.parquet(str(log))
     assert changes.count() == OPS
@@ -95,7 +95,7 @@ def test_store_pipelines_reach_the_final_state_and_replays_change_nothing(
         if pipeline.sink.kind != "cassandra":
             assert report.result.applied == 0 and report.result.stale == OPS
     check_cassandra(cassandra_session, keyspace, workload)
-    check_sql(str(db), workload)
+    check_sql(f"sqlite:///{db}", workload)
     check_delta(spark, str(lake), workload)
 
     # One value changed behind the sinks' back: the checks fail and name it.

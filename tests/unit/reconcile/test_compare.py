@@ -7,10 +7,10 @@ from typing import Any
 
 import orjson
 
+from gridstream.fold import OpRow
 from gridstream.operations import PropertySpec, TypeDescriptor
 from gridstream.reconcile import CASSANDRA, Entity, Holding, compare, state_hash
 from gridstream.reconcile.readers import fold_operations
-from gridstream.spark.sinks._state import OpRow
 
 CUSTOMER = TypeDescriptor(
     "demo.Customer", "id",
