@@ -43,6 +43,7 @@ __all__ = [
     "from_state_rows",
 ]
 
+
 def from_grid(space: Space, type_names: Iterable[str]) -> Holding:
     """Every live entry of ``type_names`` with all its properties."""
     types = dict(space.types())
