@@ -144,7 +144,7 @@ class DemoResult:
 def _table(result: DemoResult) -> Table:
     grid = result.grid
     table = Table(title="Reconciliation: grid vs Kafka vs stores (every property compared)")
-    for column in ("place", "operations", "live entities", "state hash", "matches grid"):
+    for column in ("place", "ops", "live entities", "state hash", "matches grid"):
         table.add_column(column, no_wrap=True)
     table.add_row(grid.place, str(grid.operations), str(len(grid.entities)),
                   compare(grid, grid).state_hash, "(reference)")
