@@ -78,7 +78,8 @@ def _parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("stack", help="start/stop/check the local services on loopback")
     st.add_argument("action", choices=["up", "down", "status", "fetch"])
-    st.add_argument("--services", help="comma-separated: kafka,cassandra (default: all)")
+    st.add_argument("--services", help="comma-separated: kafka,cassandra,postgres "
+                    "(default: kafka,cassandra and any other running)")
     st.set_defaults(func=_stack)
 
     demo = sub.add_parser("demo", help="the quickstart, end to end, on embedded defaults")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what gridstream needs on a fresh machine: a virtualenv with the package and its
-# extras, the pinned JVM artifacts (Maven, once), and for tests the kcat client.
+# extras, the pinned JVM artifacts (Maven, once), and for tests the kcat client and
+# Debian's PostgreSQL server (started by the tests through `gridstream stack`).
 # Idempotent and quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,11 +29,19 @@ fi
 
 .venv/bin/gridstream stack fetch >/dev/null
 
-if [ "$want_tests" = 1 ] && ! command -v kcat >/dev/null; then
+# Debian packages the tests need: kcat (a third-party Kafka client) and the PostgreSQL
+# server (binaries in /usr/lib/postgresql/<version>/bin).
+missing=()
+if [ "$want_tests" = 1 ]; then
+  command -v kcat >/dev/null || missing+=(kcat)
+  compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "installing kcat (third-party Kafka client used by the tests) ..."
-    apt-get update -qq >/dev/null && apt-get install -y -qq kcat >/dev/null
+    echo "installing ${missing[*]} (used by the tests) ..."
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "the tests need kcat (apt-get install kcat)" >&2; exit 1
+    echo "the tests need: ${missing[*]} (apt-get install ${missing[*]})" >&2; exit 1
   fi
 fi

@@ -1,4 +1,5 @@
-"""Fetch, start, health-check and stop the local services (Kafka, Cassandra) on loopback."""
+"""Fetch, start, health-check and stop the local services (Kafka, Cassandra, PostgreSQL)
+on loopback."""
 
 from __future__ import annotations
 
@@ -9,14 +10,18 @@ from gridstream.stack.artifacts import ARTIFACT_SETS, classpath, ensure_artifact
 from gridstream.stack.cassandra import CassandraService
 from gridstream.stack.home import gridstream_home
 from gridstream.stack.kafka import KafkaService
-from gridstream.stack.service import LocalService, ServiceStatus
+from gridstream.stack.postgres import PostgresService
+from gridstream.stack.service import JvmService, LocalService, ServiceStatus
 
 __all__ = [
     "ARTIFACT_SETS",
+    "DEFAULT_SERVICES",
     "SERVICES",
     "CassandraService",
+    "JvmService",
     "KafkaService",
     "LocalService",
+    "PostgresService",
     "ServiceStatus",
     "classpath",
     "ensure_artifacts",
@@ -27,16 +32,23 @@ __all__ = [
 SERVICES: dict[str, type[LocalService]] = {
     "kafka": KafkaService,
     "cassandra": CassandraService,
+    "postgres": PostgresService,
 }
+DEFAULT_SERVICES = ("kafka", "cassandra")
+"""What ``stack up`` starts when no service is named."""
 
 
 def services(names: Iterable[str] | None = None) -> list[LocalService]:
-    """Service objects by name (all when ``names`` is None); unknown names are an error."""
-    wanted = list(names) if names is not None else list(SERVICES)
+    """Service objects by name; unknown names are an error. ``None``: the default
+    services, and any other that runs (so ``status`` shows it and ``down`` stops it)."""
+    home = gridstream_home()
+    if names is None:
+        chosen = [SERVICES[n](home) for n in SERVICES]
+        return [s for s in chosen if s.name in DEFAULT_SERVICES or s.status().state != "down"]
+    wanted = list(names)
     unknown = [n for n in wanted if n not in SERVICES]
     if unknown:
         raise StackError(
             f"unknown service {', '.join(map(repr, unknown))}; known: {', '.join(SERVICES)}"
         )
-    home = gridstream_home()
     return [SERVICES[n](home) for n in wanted]

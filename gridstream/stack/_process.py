@@ -1,4 +1,9 @@
-"""Start, watch and stop one local JVM service: PID files, ports, health, log tails."""
+"""Start, watch and stop one local service process: PID files, ports, health, log tails.
+
+A service process is recognised by a marker, one element of its command line
+(``-Dgridstream.service=kafka`` for the JVM services), so a PID file left behind never
+makes gridstream signal an unrelated process that reused the PID.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,18 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gridstream.errors import StackError
 
 __all__ = [
     "alive",
     "find_java",
+    "RunAs",
     "is_ours",
+    "jvm_marker",
     "log_tail",
     "port_open",
     "read_pid",
@@ -28,6 +37,19 @@ __all__ = [
 ]
 
 MARKER = "-Dgridstream.service="
+
+
+@dataclass(frozen=True, slots=True)
+class RunAs:
+    """An unprivileged OS user a root caller runs a service process as."""
+
+    name: str
+    uid: int
+    gid: int
+
+    def popen_args(self) -> dict[str, Any]:
+        """``subprocess`` arguments that switch to this user (and only its group)."""
+        return {"user": self.uid, "group": self.gid, "extra_groups": []}
 
 
 def find_java() -> Path:
@@ -81,17 +103,31 @@ def read_pid(pid_file: Path) -> int | None:
     return int(text)
 
 
-def is_ours(pid: int, service: str) -> bool:
-    """True when ``pid`` is alive and is the gridstream process for ``service``."""
+def jvm_marker(service: str) -> str:
+    """The command-line element that marks the JVM process of ``service``."""
+    return f"{MARKER}{service}"
+
+
+def is_ours(pid: int, marker: str) -> bool:
+    """True when ``pid`` is alive and its command line holds the element ``marker``."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return f"{MARKER}{service}".encode() in cmdline.split(b"\0")
+    return marker.encode() in cmdline.split(b"\0")
 
 
-def spawn(argv: Sequence[str], *, log_file: Path, pid_file: Path, env: dict[str, str]) -> int:
-    """Start a detached process (own session, survives the CLI), record its PID."""
+def spawn(
+    argv: Sequence[str],
+    *,
+    log_file: Path,
+    pid_file: Path,
+    env: dict[str, str],
+    user: RunAs | None = None,
+    cwd: Path | None = None,
+) -> int:
+    """Start a detached process (own session, survives the CLI), record its PID; as
+    ``user`` when given (the caller is root)."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as out:
         proc = subprocess.Popen(  # noqa: S603 - argv is built by the project, no shell
@@ -100,7 +136,9 @@ def spawn(argv: Sequence[str], *, log_file: Path, pid_file: Path, env: dict[str,
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
+            cwd=cwd,
             start_new_session=True,
+            **(user.popen_args() if user is not None else {}),
         )
     tmp = pid_file.with_suffix(".tmp")
     tmp.write_text(str(proc.pid))
@@ -122,15 +160,17 @@ def wait_until(
     raise StackError(f"{what} did not become healthy within {timeout_s:.0f}s")
 
 
-def stop_pid(pid: int, service: str, *, timeout_s: float = 30.0) -> None:
-    """SIGTERM the service's process group, then SIGKILL after ``timeout_s``."""
-    if not is_ours(pid, service):
+def stop_pid(
+    pid: int, marker: str, *, sig: signal.Signals = signal.SIGTERM, timeout_s: float = 30.0
+) -> None:
+    """Send ``sig`` to the service's process group, then SIGKILL after ``timeout_s``."""
+    if not is_ours(pid, marker):
         return
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
+        os.killpg(pid, sig)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not is_ours(pid, service) or _is_zombie(pid):
+        if not is_ours(pid, marker) or _is_zombie(pid):
             _reap(pid)
             return
         time.sleep(0.2)

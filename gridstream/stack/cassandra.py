@@ -7,7 +7,7 @@ import socket
 import struct
 from pathlib import Path
 
-from gridstream.stack.service import LOOPBACK, LocalService
+from gridstream.stack.service import LOOPBACK, JvmService
 
 __all__ = ["CassandraService"]
 
@@ -53,7 +53,7 @@ _LOGBACK = """\
 """
 
 
-class CassandraService(LocalService):
+class CassandraService(JvmService):
     name = "cassandra"
     artifact_set = "cassandra"
     start_timeout_s = 180.0

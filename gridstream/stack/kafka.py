@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 from gridstream.errors import StackError
-from gridstream.stack.service import LOOPBACK, LocalService
+from gridstream.stack.service import LOOPBACK, JvmService
 
 __all__ = ["KafkaService"]
 
@@ -30,7 +30,7 @@ logger.state.level = WARN
 """
 
 
-class KafkaService(LocalService):
+class KafkaService(JvmService):
     name = "kafka"
     artifact_set = "kafka"
     start_timeout_s = 90.0

@@ -172,15 +172,15 @@ class TableNames:
         table = recorded.get(type_name)
         if table is not None:
             return table
-        for attempt in range(_CLAIM_ATTEMPTS):
-            if attempt:
-                recorded = self.reload()
+        for _ in range(_CLAIM_ATTEMPTS):
             candidate = self._allocate(type_name, recorded)
             try:
                 table = self.registry.record(type_name, candidate)
             except TableNameTakenError as exc:
                 log.info("table %s went to type %s meanwhile; allocating again for %s",
                          exc.table, exc.owner, type_name)
+                recorded = self.reload()
+                recorded.setdefault(exc.owner, exc.table)  # even if the reload lags behind
                 continue
             recorded[type_name] = table
             if table != self.convert(type_name):

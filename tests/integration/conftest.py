@@ -95,6 +95,35 @@ def keyspace(cassandra_session: Any) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def postgres_service() -> Iterator[LocalService]:
+    yield from _ensure("postgres")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    """A fresh SQL store URL: a SQLite file, then a new PostgreSQL database (dropped
+    afterwards); the URL names the password file, never the password."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    import psycopg
+    from psycopg import sql
+
+    from gridstream.stack.postgres import PostgresService
+
+    service = request.getfixturevalue("postgres_service")
+    assert isinstance(service, PostgresService)
+    name = f"gs_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(service.database_url("postgres"), autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield service.database_url(name)
+    with psycopg.connect(service.database_url("postgres"), autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+@pytest.fixture(scope="session")
 def spark(kafka_service: LocalService) -> Iterator[Any]:
     from gridstream.spark import get_spark
 

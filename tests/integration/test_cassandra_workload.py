@@ -259,7 +259,7 @@ def test_the_check_fails_when_one_cell_differs(cassandra_session: Any, keyspace:
     person = min(i for (t, i), d in workload.model.items()
                  if t == PERSON.name and (d.get("address") or {}).get("geo"))
     lat = workload.model[(PERSON.name, person)]["address"]["geo"]["lat"]
-    table = writer.mapping.table_name(PERSON.name)
+    table = writer.table_for(PERSON.name)
     cassandra_session.execute(  # behind the writer's back
         f'UPDATE "{keyspace}"."{table}" SET "address.geo.lat" = %s WHERE "id" = %s',
         (lat + 1.0, person))
@@ -323,7 +323,7 @@ def test_every_write_carries_the_version_as_timestamp(
         Operation(OpType.CHANGE, ORDER.name, "a", 42, {"qty": 2}, 0, 0),
     ]
     writer.apply(ops, TYPES)
-    table = writer.mapping.table_name(ORDER.name)
+    table = writer.table_for(ORDER.name)
     row = cassandra_session.execute(
         f'SELECT writetime("qty"), writetime("_version"), "_version" FROM "{keyspace}"."{table}"'
     ).one()

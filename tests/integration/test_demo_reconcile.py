@@ -8,7 +8,7 @@ from typing import Any
 
 from gridstream.demo import DemoRun, run_and_check
 from gridstream.model import SpaceDocument
-from gridstream.stores.cassandra import CassandraMapping
+from gridstream.stores.cassandra import CassandraReader
 from gridstream.stores.cassandra.naming import qualified_table, quote_identifier
 from gridstream.stores.sql import SqlStore
 
@@ -22,9 +22,9 @@ def test_one_changed_value_in_cassandra_and_in_sql_fails_the_demo(
                            key=lambda c: str(c["id"]))
         victim, other = customers[0], customers[1]
         descriptor = run.space_types["demo.Customer"]
-        mapping = CassandraMapping()
-        table = qualified_table(run.keyspace, mapping.table_name(descriptor.name))
-        id_column = mapping.layout(descriptor).id_column
+        reader = CassandraReader(run.cassandra, run.keyspace)
+        table = qualified_table(run.keyspace, reader.tables.lookup(descriptor.name))
+        id_column = reader.mapping.layout(descriptor).id_column
         run.cassandra.execute(
             f"UPDATE {table} SET {quote_identifier('name')} = %s "
             f"WHERE {quote_identifier(id_column)} = %s", ("tampered", victim["id"]))

@@ -1,34 +1,39 @@
 """Mirror → Kafka → SQL: the database ends in the space's final state, and a full replay
-(a new consumer group from the beginning) changes nothing."""
+(a new consumer group from the beginning) changes nothing; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from pathlib import Path
+from typing import Any
 
 from gridstream.consumer import OperationConsumer
 from gridstream.mirror import InMemoryLog, KafkaSyncEndpoint, Mirror
-from gridstream.operations import PropertySpec, TypeDescriptor
+from gridstream.operations import OpType, PropertySpec, TypeDescriptor
 from gridstream.stores.sql import SqlStore, run_sql_consumer
 from tests.integration.mirror_helpers import random_workload
 
 MakeTopic = Callable[..., str]
 
 
-def _final_state(log: InMemoryLog) -> dict[str, tuple[int, int | None]]:
-    """id → (version, n) after applying the log in order (None n: deleted)."""
-    state: dict[str, tuple[int, int | None]] = {}
+def _final_state(log: InMemoryLog) -> dict[str, tuple[int, dict[str, Any] | None]]:
+    """id → (version, data) after applying the log in order (None data: deleted)."""
+    state: dict[str, tuple[int, dict[str, Any] | None]] = {}
     for bulk in log.read(log.first_seq(), 10**9):
         for op in bulk.operations:
-            n = None if op.op.is_delete else (op.data or {}).get("n")
-            state[str(op.id)] = (op.version, n)
+            data: dict[str, Any] | None = None
+            if op.op is OpType.PARTIAL_UPDATE:
+                data = dict(state[str(op.id)][1] or {})
+                data.update((k, v) for k, v in (op.data or {}).items() if v is not None)
+            elif not op.op.is_delete:
+                data = dict(op.data or {})
+            state[str(op.id)] = (op.version, data)
     return state
 
 
 def test_sql_store_converges_and_replays_are_harmless(kafka_bootstrap: str,
                                                       topic_factory: MakeTopic,
-                                                      tmp_path: Path) -> None:
+                                                      sql_url: str) -> None:
     topic = topic_factory(3)
     descriptor = TypeDescriptor(name="Account", id_property="id", topic=topic,
                                 fixed=(PropertySpec("id", "str"), PropertySpec("n", "int"),
@@ -39,8 +44,7 @@ def test_sql_store_converges_and_replays_are_harmless(kafka_bootstrap: str,
     while mirror.run_once():
         pass
     mirror.stop()
-    url = f"sqlite:///{tmp_path / 'accounts.db'}"
-    store = SqlStore(url, types=log.types())
+    store = SqlStore(sql_url, types=log.types())
     expected = _final_state(log)
     for _ in range(2):  # the second pass is a full replay under a new group
         consumer = OperationConsumer(kafka_bootstrap, topics=[topic],
@@ -49,10 +53,8 @@ def test_sql_store_converges_and_replays_are_harmless(kafka_bootstrap: str,
         with consumer:
             applied = run_sql_consumer(consumer, store, idle_timeout_s=3.0)
         assert applied == 2000
-        for entity, (version, n) in expected.items():
+        for entity, (version, data) in expected.items():
             row = store.get("Account", entity, include_deleted=True)
             assert row is not None and row.version == version
-            assert row.deleted == (n is None)
-            if n is not None:
-                assert row.data is not None and row.data["n"] == n
+            assert (row.deleted, row.data) == (data is None, data), entity
     store.close()

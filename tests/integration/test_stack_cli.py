@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -69,11 +70,35 @@ def test_up_status_down_leaves_nothing_running(private_home: dict[str, str]) -> 
     assert status.returncode == 3 and "kafka     down" in status.stdout
 
 
+def test_postgres_up_status_down(private_home: dict[str, str]) -> None:
+    env = {**private_home, "GRIDSTREAM_POSTGRES_PORT": str(_free_port())}
+    port = int(env["GRIDSTREAM_POSTGRES_PORT"])
+    url = f"postgresql://gridstream@127.0.0.1:{port}/gridstream?passfile="
+    up = _run(["stack", "up", "--services", "postgres"], env)
+    assert up.returncode == 0, up.stderr
+    assert f"postgres  up        127.0.0.1:{port}" in up.stdout and url in up.stdout
+    again = _run(["stack", "up", "--services", "postgres"], env)  # idempotent
+    assert again.returncode == 0 and url in again.stdout, again.stderr
+    status = _run(["stack", "status"], env)  # a running extra service is listed
+    assert "postgres  up" in status.stdout and url in status.stdout
+    down = _run(["stack", "down", "--services", "postgres"], env)
+    assert down.returncode == 0, down.stderr
+    assert not port_open("127.0.0.1", port)
+    status = _run(["stack", "status", "--services", "postgres"], env)
+    assert status.returncode == 3 and "postgres  down" in status.stdout
+    restarted = _run(["stack", "up", "--services", "postgres"], env)  # same data, same password
+    assert restarted.returncode == 0 and url in restarted.stdout, restarted.stderr
+    assert _run(["stack", "down"], env).returncode == 0  # down stops the running extra
+    assert not port_open("127.0.0.1", port)
+    server = Path(env["GRIDSTREAM_HOME"]) / "services" / "postgres" / "server"
+    shutil.rmtree(server.resolve())  # relocated out of the private home when run as root
+
+
 def test_unknown_service_is_one_clear_line(private_home: dict[str, str]) -> None:
     result = _run(["stack", "up", "--services", "kafka,zookeeper"], private_home)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "gridstream: error: unknown service 'zookeeper'; known: kafka, cassandra"
+        "gridstream: error: unknown service 'zookeeper'; known: kafka, cassandra, postgres"
     ]
 
 

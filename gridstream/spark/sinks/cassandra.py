@@ -134,7 +134,7 @@ class CassandraSink(BatchSink):
                 writer.schema.ensure_keyspace()
             for descriptor in self.types.declared.values():
                 layout = writer.mapping.layout(descriptor)
-                table = writer.mapping.table_name(descriptor.name)
+                table = writer.table_for(descriptor.name)
                 id_type = writer.mapping.id_cql_type(descriptor)
                 writer.schema.ensure_table(table, layout, id_type, descriptor.indexes)
         finally:

@@ -39,8 +39,9 @@ class CassandraMapping:
         self.dynamic_serializer = resolve_serializer(dynamic_serializer)
         self._layouts: dict[TypeDescriptor, TypeLayout] = {}
 
-    def table_name(self, type_name: str) -> str:
-        """The table of ``type_name``."""
+    def seed_table_name(self, type_name: str) -> str:
+        """The converter's name for ``type_name``: its table unless another type holds
+        that name (writers and readers ask ``cassandra_table_names`` for the table)."""
         return self.name_converter.to_table_name(type_name)
 
     def layout(self, descriptor: TypeDescriptor) -> TypeLayout:

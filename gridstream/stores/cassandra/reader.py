@@ -21,6 +21,7 @@ from gridstream.stores.cassandra.flatten import TypeLayout
 from gridstream.stores.cassandra.mapping import CassandraMapping
 from gridstream.stores.cassandra.naming import qualified_table, quote_identifier
 from gridstream.stores.cassandra.schema import CassandraSchema, TableState
+from gridstream.stores.cassandra.tables import cassandra_table_names
 
 __all__ = ["CassandraReader", "EntryWriter", "StoredEntry"]
 
@@ -63,10 +64,13 @@ class CassandraReader:
         self.fetch_size = fetch_size
         self.consistency_level = consistency_level
         self._schema = CassandraSchema(session, keyspace)
+        self.tables = cassandra_table_names(
+            session, keyspace, self.mapping.seed_table_name, create=False
+        )
 
     def read(self, descriptor: TypeDescriptor) -> Iterator[StoredEntry]:
         """Every stored entry of ``descriptor``'s type (none if it has no table)."""
-        table = self.mapping.table_name(descriptor.name)
+        table = self.tables.lookup(descriptor.name)
         state = self._schema.load(table)
         if state is None:
             log.info("no table %s.%s for type %s", self.keyspace, table, descriptor.name)
@@ -77,7 +81,7 @@ class CassandraReader:
 
     def get(self, descriptor: TypeDescriptor, entity_id: EntityId) -> StoredEntry | None:
         """The stored entry with ``entity_id``, or ``None``."""
-        table = self.mapping.table_name(descriptor.name)
+        table = self.tables.lookup(descriptor.name)
         state = self._schema.load(table)
         if state is None:
             return None

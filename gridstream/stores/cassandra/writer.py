@@ -38,6 +38,7 @@ from gridstream.stores.cassandra.columns import VERSION_COLUMN, column_name
 from gridstream.stores.cassandra.flatten import Location, TypeLayout
 from gridstream.stores.cassandra.mapping import CassandraMapping
 from gridstream.stores.cassandra.schema import CassandraSchema, TableState
+from gridstream.stores.cassandra.tables import cassandra_table_names
 
 if TYPE_CHECKING:
     from gridstream.stores.cassandra.config import CassandraConfig
@@ -126,6 +127,9 @@ class CassandraWriter:
         self.keyspace = keyspace
         self.mapping = mapping or CassandraMapping()
         self.schema = CassandraSchema(session, keyspace, replication_factor=replication_factor)
+        self.tables = cassandra_table_names(
+            session, keyspace, self.mapping.seed_table_name, create=True
+        )
         self.statements = StatementCache(session, keyspace, consistency_level, statement_cache_size)
         self.concurrency = max(1, concurrency)
         self.consistency_level = consistency_level
@@ -154,6 +158,10 @@ class CassandraWriter:
             batch_partitions=config.batch_partitions,
             batch_max_bytes=config.batch_max_bytes,
         )
+
+    def table_for(self, type_name: str) -> str:
+        """The type's table, recorded in the keyspace's ``gs_tables`` on first sight."""
+        return self.tables.table_for(type_name)
 
     def apply(
         self, operations: Iterable[Operation], types: Mapping[str, TypeDescriptor]
@@ -209,7 +217,7 @@ class CassandraWriter:
         if descriptor is None:
             raise StoreError(f"no type descriptor for {op.type_name!r} (version {op.version})")
         layout = self.mapping.layout(descriptor)
-        table = self.mapping.table_name(op.type_name)
+        table = self.table_for(op.type_name)
         id_type = self.mapping.id_cql_type(descriptor, op.id)
         state = self.schema.ensure_table(table, layout, id_type, descriptor.indexes)
         return _Target(table, layout, state, state.key(op.id))

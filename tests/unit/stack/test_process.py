@@ -28,8 +28,24 @@ def test_read_pid_absent_valid_and_garbled(tmp_path: Path) -> None:
 def test_is_ours_rejects_foreign_process() -> None:
     import os
 
-    assert not _process.is_ours(os.getpid(), "kafka")
-    assert not _process.is_ours(2**22 + 12345, "kafka")
+    assert not _process.is_ours(os.getpid(), _process.jvm_marker("kafka"))
+    assert not _process.is_ours(2**22 + 12345, _process.jvm_marker("kafka"))
+
+
+def test_is_ours_wants_the_marker_as_one_argument(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    marker = f"--gridstream-test-marker={tmp_path.name}"
+    code = "import time; print('ready', flush=True); time.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", code, marker], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"  # exec done
+        assert _process.is_ours(proc.pid, marker)
+        assert not _process.is_ours(proc.pid, marker[:-1])
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_require_free_port() -> None:
@@ -42,7 +58,7 @@ def test_require_free_port() -> None:
 
 
 def test_unknown_service_names() -> None:
-    with pytest.raises(StackError, match="unknown service 'zk'; known: kafka, cassandra"):
+    with pytest.raises(StackError, match="unknown service 'zk'; known: kafka, cassandra, postgres"):
         stack.services(["kafka", "zk"])
 
 

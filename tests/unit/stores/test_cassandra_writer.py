@@ -17,6 +17,8 @@ from gridstream.stores.cassandra.flatten import DefaultFlattenFilter, TypeLayout
 from gridstream.stores.cassandra.mapping import CassandraMapping
 from gridstream.stores.cassandra.schema import CassandraSchema, TableState
 from gridstream.stores.cassandra.writer import CassandraWriter
+from gridstream.stores.naming import TableNames
+from tests.unit.stores.memory_registry import MemoryRegistry
 
 PERSON = TypeDescriptor(
     "com.example.Person",
@@ -139,6 +141,7 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[Bound]:
 def make_writer(**options: Any) -> CassandraWriter:
     w = CassandraWriter(FakeSession(), "ks", **options)
     w.schema = FakeSchema()
+    w.tables = TableNames(MemoryRegistry(), w.mapping.seed_table_name, max_length=48)
     return w
 
 

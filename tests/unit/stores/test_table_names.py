@@ -18,6 +18,7 @@ from gridstream.stores.naming import (
     TableRegistry,
     allocate,
 )
+from tests.unit.stores.memory_registry import MemoryRegistry
 
 seed = DefaultTableNameConverter().to_table_name
 
@@ -26,31 +27,6 @@ def sql_seed(type_name: str) -> str:
     """The SQL consumer's rule: lower case, any non-identifier character to ``_``."""
     cleaned = "".join(c if c.isalnum() else "_" for c in type_name.lower())
     return ("gs_" + cleaned)[:63]
-
-
-class MemoryRegistry:
-    """A registry in memory, comparing table names as its store would."""
-
-    def __init__(self, *, case_sensitive: bool = True) -> None:
-        self.rows: dict[str, str] = {}
-        self.case_sensitive = case_sensitive
-        self.loads = 0
-
-    def _key(self, table: str) -> str:
-        return table if self.case_sensitive else table.casefold()
-
-    def load(self) -> Mapping[str, str]:
-        self.loads += 1
-        return dict(self.rows)
-
-    def record(self, type_name: str, table: str) -> str:
-        if type_name in self.rows:
-            return self.rows[type_name]
-        for owner, held in self.rows.items():
-            if self._key(held) == self._key(table):
-                raise TableNameTakenError(f"{table} is held by {owner}", table=table, owner=owner)
-        self.rows[type_name] = table
-        return table
 
 
 def variants(base: str) -> list[str]:
@@ -156,6 +132,17 @@ def test_a_claim_lost_to_another_writer_allocates_again() -> None:
     assert table != "shop_Order" and registry.rows == {
         "shop_Order": "shop_Order", "shop.Order": table,
     }
+
+
+def test_a_lagging_reload_still_moves_on() -> None:
+    class Lagging(MemoryRegistry):
+        def load(self) -> Mapping[str, str]:
+            return {}  # never sees what others recorded (a stale replica)
+
+    registry = Lagging()
+    registry.rows["shop_Order"] = "shop_Order"
+    table = TableNames(registry, seed, max_length=48).table_for("shop.Order")
+    assert table.startswith("shop_Order_") and registry.rows["shop.Order"] == table
 
 
 def test_two_writers_of_one_type_agree() -> None:
