@@ -17,6 +17,7 @@ __all__ = [
     "LogCorruptedError",
     "MirrorError",
     "OperationLogError",
+    "ReconcileError",
     "SpaceError",
     "SparkError",
     "StackError",
@@ -104,6 +105,10 @@ class KafkaClientError(GridstreamError):
 
 class StoreError(GridstreamError):
     """A store (Cassandra, SQL, lake) mapping or write failed."""
+
+
+class ReconcileError(GridstreamError):
+    """A place could not be read back or compared (a value with no canonical form, ...)."""
 
 
 class SparkError(GridstreamError):

@@ -2,15 +2,17 @@
 
 grid (embedded space + operation log) -> mirror (one Kafka transaction per batch) ->
 Kafka topics -> a SQL consumer (SQLite) and Spark store pipelines (Cassandra, lake) ->
-a reconciliation table: every place must hold the same entities at the same versions.
+a reconciliation table: every place must hold the same live entities, at the same
+versions, with the same value in every property (``gridstream.reconcile``).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +20,19 @@ from rich.console import Console
 from rich.table import Table
 
 from gridstream import stack
-from gridstream.demo.reconcile import (
-    Holding,
+from gridstream.demo.workload import DemoTypes, make_types, run_workload
+from gridstream.mirror.endpoint import SyncEndpoint
+from gridstream.reconcile import Comparison, Holding, compare
+from gridstream.reconcile.readers import (
     from_cassandra,
     from_grid,
     from_kafka,
     from_lake,
     from_sql,
-    state_hash,
 )
-from gridstream.demo.workload import DemoTypes, make_types, run_workload
-from gridstream.mirror.endpoint import SyncEndpoint
 from gridstream.space import Space
 
-__all__ = ["run_demo"]
+__all__ = ["DemoResult", "DemoRun", "run_and_check", "run_demo"]
 
 console = Console()
 
@@ -107,23 +108,90 @@ def _cassandra_cluster(cleanup: ExitStack) -> Any:
     return cluster
 
 
-def _table(holdings: list[Holding]) -> Table:
-    reference = holdings[0]
-    table = Table(title="Reconciliation: grid vs Kafka vs stores")
-    for column in ("place", "operations", "live entities", "state hash", "matches grid"):
+@dataclass(frozen=True)
+class DemoRun:
+    """Where one demo run put everything (handed to ``tamper`` before the check)."""
+
+    run_id: str
+    work: Path
+    space: Space
+    bootstrap: str
+    types: DemoTypes
+    space_types: dict[str, Any]
+    type_names: list[str]
+    topics: list[str]
+    keyspace: str
+    spark_keyspace: str
+    lake: Path
+    db: Path
+    cassandra: Any
+    """A connected Cassandra session."""
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """The comparison of every place with the grid; ``exit_code`` 0 when all match."""
+
+    grid: Holding
+    comparisons: list[Comparison]
+    work: Path
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if all(c.matches for c in self.comparisons) else 1
+
+
+def _table(result: DemoResult) -> Table:
+    grid = result.grid
+    table = Table(title="Reconciliation: grid vs Kafka vs stores (every property compared)")
+    for column in ("place", "ops", "live entities", "state hash", "matches grid"):
         table.add_column(column, no_wrap=True)
-    for h in holdings:
-        same = h.state == reference.state
-        mark = "[green]yes[/]" if same else "[red]NO[/]"
-        if h.notes:
-            mark += " (" + "; ".join(h.notes) + ")"
-        table.add_row(h.place, "-" if h.operations is None else str(h.operations),
-                      str(len(h.state)), state_hash(h.state), mark)
+    table.add_row(grid.place, str(grid.operations), str(len(grid.entities)),
+                  compare(grid, grid).state_hash, "(reference)")
+    for c in result.comparisons:
+        mark = "[green]yes[/]" if c.matches else "[red]NO[/]"
+        if c.notes:
+            mark += " (" + "; ".join(c.notes) + ")"
+        table.add_row(c.place, "-" if c.operations is None else str(c.operations),
+                      str(c.live), c.state_hash, mark)
     return table
 
 
+def _differences(result: DemoResult) -> list[str]:
+    lines = []
+    for c in result.comparisons:
+        if c.matches:
+            continue
+        lines.append(f"[red]{c.place}[/]: {c.summary()}")
+        if c.first is not None:
+            lines.append(f"  first difference: {c.first.line()}")
+    return lines
+
+
+def _read_back(run: DemoRun) -> list[Holding]:
+    descriptors = [run.space_types[n] for n in run.type_names]
+    declared = {d.name: d for d in descriptors}
+    from gridstream.spark import get_spark
+
+    return [
+        from_kafka(run.bootstrap, run.topics, declared, run.space.next_seq - 1,
+                   f"demo-check-{run.run_id}"),
+        from_sql(f"sqlite:///{run.db}", declared),
+        from_cassandra(run.cassandra, run.keyspace, descriptors, "cassandra (mirror)"),
+        from_cassandra(run.cassandra, run.spark_keyspace, descriptors, "cassandra (spark)"),
+        from_lake(get_spark(app_name="gridstream-demo"), str(run.lake), declared),
+    ]
+
+
 def run_demo(*, keep_stack: bool = False, operations: int = 2000) -> int:
-    """Run the quickstart; 0 when every place reconciles with the grid."""
+    """Run the quickstart; 0 when every place reconciles with the grid, else 1."""
+    return run_and_check(keep_stack=keep_stack, operations=operations).exit_code
+
+
+def run_and_check(*, keep_stack: bool = False, operations: int = 2000,
+                  tamper: Callable[[DemoRun], None] | None = None) -> DemoResult:
+    """The quickstart; ``tamper`` runs after the pipelines, before the read-back (tests
+    use it to change a stored value behind the product's back)."""
     from gridstream.mirror import KafkaSyncEndpoint
     from gridstream.stores.cassandra import CassandraConfig, CassandraSyncEndpoint
 
@@ -149,7 +217,6 @@ def run_demo(*, keep_stack: bool = False, operations: int = 2000) -> int:
         with _step(f"mirroring the same log straight to Cassandra ({keyspace})"):
             cassandra = CassandraSyncEndpoint(CassandraConfig(keyspace=keyspace))
             console.print("  " + _mirror(space, cassandra, f"demo-cql-{run_id}", space.next_seq))
-        type_names = ["demo.Customer", types.order_type]
         space_types = dict(space.types())
         with _step("SQL consumer: Kafka -> SQLite (idempotent by version)"):
             applied = _sql(bootstrap, types, space_types, work / "demo.db", run_id)
@@ -159,19 +226,17 @@ def run_demo(*, keep_stack: bool = False, operations: int = 2000) -> int:
         with _step(f"Spark pipelines: Kafka -> Cassandra ({spark_keyspace}) and -> Delta lake"):
             _spark_pipelines(bootstrap, topics, space_types, spark_keyspace, lake,
                              work / "checkpoints")
-        holdings = [from_grid(space, type_names)]
-        with _step("reading everything back"):
-            holdings.append(from_kafka(bootstrap, topics, space_types, space.next_seq - 1,
-                                       f"demo-check-{run_id}"))
-            holdings.append(from_sql(str(work / "demo.db"), type_names))
-            descriptors = [space_types[n] for n in type_names]
-            cluster = _cassandra_cluster(cleanup)
-            session = cluster.connect()
-            holdings.append(from_cassandra(session, keyspace, descriptors, "cassandra (mirror)"))
-            holdings.append(from_cassandra(session, spark_keyspace, descriptors,
-                                           "cassandra (spark)"))
-            holdings.append(from_lake(lake))
-        console.print(_table(holdings))
+        run = DemoRun(run_id, work, space, bootstrap, types, space_types,
+                      ["demo.Customer", types.order_type], topics, keyspace, spark_keyspace,
+                      lake, work / "demo.db", _cassandra_cluster(cleanup).connect())
+        if tamper is not None:
+            tamper(run)
+        grid = from_grid(space, run.type_names)
+        with _step("reading everything back and comparing every property"):
+            comparisons = [compare(grid, place) for place in _read_back(run)]
+        result = DemoResult(grid, comparisons, work)
+        console.print(_table(result))
+        for line in _differences(result):
+            console.print(line)
         console.print(f"work directory: {work}")
-        ok = all(h.state == holdings[0].state and not h.notes for h in holdings)
-        return 0 if ok else 1
+        return result

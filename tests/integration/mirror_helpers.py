@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from gridstream.consumer import OperationConsumer, OperationRecord
 from gridstream.mirror import InMemoryLog
 from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
+from gridstream.reconcile import canonical_entity, first_difference, show
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,20 @@ def assert_exactly_once(records: Sequence[OperationRecord], bulks: Sequence[Bulk
         op = expected[s.version]
         assert (s.type_name, s.id, s.op, s.txn) == (op.type_name, str(op.id), op.op.value,
                                                     op.txn_id)
+    for record in records:
+        assert_same_content(record, expected[record.version])
     _assert_per_entity_order(got)
     _assert_transactions_contiguous(got)
+
+
+def assert_same_content(record: OperationRecord, op: Operation) -> None:
+    """The record carries the logged operation's data, value by value (canonical form)."""
+    carried = None if record.data is None else canonical_entity(record.data)
+    logged = None if op.data is None else canonical_entity(op.data)
+    found = first_difference(logged, carried)
+    assert found is None, (f"{op.type_name} {op.id} version {op.version}: {found[0] or 'data'}"
+                           f" logged {show(found[1])}, in Kafka {show(found[2])}")
+    assert tuple(record.envelope.removed) == tuple(op.removed), op.version
 
 
 def _assert_per_entity_order(got: Sequence[Seen]) -> None:

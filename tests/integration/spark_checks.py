@@ -1,4 +1,8 @@
-"""Reading each store back and comparing it with a workload's expected final state."""
+"""Reading each store back and comparing it with a workload's expected final state.
+
+Cassandra and Delta are compared with the reconciliation (every property of every live
+entity in canonical form, versions, nothing missing or extra).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ from typing import Any
 import orjson
 
 from gridstream.operations import TypeDescriptor
-from gridstream.stores.cassandra import CassandraConfig, CassandraReader, mapping_from_config
+from gridstream.reconcile import Entity, Holding, compare
+from gridstream.reconcile.readers import from_cassandra, from_state_rows
+from gridstream.stores.cassandra import CassandraConfig, mapping_from_config
 from gridstream.stores.sql import SqlStore
 from tests.integration.spark_workload import ORDER, PERSON, Workload
 
@@ -15,32 +21,29 @@ ORDER_DESCRIPTOR = TypeDescriptor(ORDER, "id")
 DESCRIPTORS = (PERSON, ORDER_DESCRIPTOR)
 
 
-def _canonical_cassandra(descriptor: TypeDescriptor, keyspace: str, entity_id: str,
-                         data: dict[str, Any]) -> dict[str, Any]:
-    """What the Cassandra mapping reads back for ``data`` (its documented canonical form)."""
-    layout = mapping_from_config(CassandraConfig(keyspace=keyspace)).layout(descriptor)
-    canonical = layout.unflatten({k: v for k, v in layout.flatten(data).items()})
-    canonical[descriptor.id_property] = entity_id
-    return canonical
+def reference(workload: Workload) -> Holding:
+    """The workload's expected final state: live entities, the version of each one's last
+    operation, every property."""
+    last = {(op.type_name, op.id): op.version for op in workload.ops}
+    return Holding("workload", {(t, str(i)): Entity(last[(t, i)], data)
+                                for (t, i), data in workload.state.items()},
+                   {d.name: d for d in DESCRIPTORS})
+
+
+def assert_matches(expected: Holding, place: Holding) -> int:
+    """Every live entity equal in every property and version, none missing or extra;
+    returns the entities compared."""
+    result = compare(expected, place)
+    first = result.first.line() if result.first is not None else "-"
+    assert result.matches, f"{place.place}: {result.summary()}; first difference: {first}"
+    return len(expected.entities)
 
 
 def check_cassandra(session: Any, keyspace: str, workload: Workload) -> int:
-    """Every live entity equal, no deleted one present; returns rows compared."""
+    """Every live entity equal, no deleted one present; returns entities compared."""
     mapping = mapping_from_config(CassandraConfig(keyspace=keyspace))
-    reader = CassandraReader(session, keyspace, mapping)
-    compared = 0
-    for descriptor in DESCRIPTORS:
-        stored = {str(e.id): e for e in reader.read(descriptor)}
-        expected = workload.live(descriptor.name)
-        assert set(stored) == set(expected), (
-            descriptor.name, sorted(set(stored) ^ set(expected))[:10])
-        for entity_id, data in expected.items():
-            key = int(entity_id) if descriptor is ORDER_DESCRIPTOR else entity_id
-            want = _canonical_cassandra(descriptor, keyspace, key, data)
-            assert stored[entity_id].data == want, (descriptor.name, entity_id)
-            compared += 1
-        assert not (workload.gone(descriptor.name) & set(stored))
-    return compared
+    stored = from_cassandra(session, keyspace, DESCRIPTORS, "cassandra", mapping)
+    return assert_matches(reference(workload), stored)
 
 
 def sql_rows(url: str, type_name: str) -> dict[str, tuple[int, bool, dict[str, Any] | None]]:
@@ -78,5 +81,14 @@ def delta_rows(spark: Any, path: str, type_name: str
 
 
 def check_delta(spark: Any, path: str, workload: Workload) -> int:
-    return sum(check_state_rows(delta_rows(spark, path, d.name), workload, d.name)
-               for d in DESCRIPTORS)
+    """Live rows equal the expected state in every property; deletes are tombstones."""
+    types = {d.name: d for d in DESCRIPTORS}
+    rows = {d.name: delta_rows(spark, path, d.name) for d in DESCRIPTORS}
+    live = ((t, i, v, orjson.dumps(data).decode())
+            for t, by_id in rows.items() for i, (v, deleted, data) in by_id.items()
+            if not deleted)
+    compared = assert_matches(reference(workload), from_state_rows("lake (delta)", live, types))
+    for type_name, by_id in rows.items():
+        gone = workload.gone(type_name)
+        assert all(by_id[g][1] and by_id[g][2] is None for g in gone if g in by_id)
+    return compared

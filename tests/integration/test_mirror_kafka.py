@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 
@@ -12,6 +13,8 @@ from gridstream.errors import KafkaClientError
 from gridstream.mirror import InMemoryLog, KafkaSyncEndpoint, Mirror
 from gridstream.mirror.kafka import committed_position
 from gridstream.operations import PropertySpec, TypeDescriptor
+from gridstream.reconcile import compare
+from gridstream.reconcile.readers import from_records
 from tests.integration.mirror_helpers import assert_exactly_once, consume_all, random_workload
 
 MakeTopic = Callable[..., str]
@@ -43,10 +46,45 @@ def test_each_operation_exactly_once_in_entity_order(kafka_bootstrap: str,
     mirror.stop()
     records = consume_all(kafka_bootstrap, [topic], 3000)
     assert_exactly_once(records, bulks)
+    logged = from_records("log", [op for b in bulks for op in b.operations], log.types())
+    folded = from_records("kafka", records, log.types())
+    result = compare(logged, folded)
+    assert result.matches, (result.summary(), result.first)
+    assert len(folded.entities) > 10
     first = records[0]
     assert first.key == str(first.id).encode()
     names = {k for k, _ in first.headers}
     assert {"gs.op", "gs.type", "gs.version", "gs.partition", "gs.codec"} <= names
+
+
+def test_the_content_checks_fail_when_one_value_differs(kafka_bootstrap: str,
+                                                        topic_factory: MakeTopic) -> None:
+    topic = topic_factory(2)
+    log = InMemoryLog([_type(topic)])
+    bulks = random_workload(log, "Account", 200)
+    mirror = Mirror(log, KafkaSyncEndpoint(kafka_bootstrap), name=_name())
+    _drain(mirror)
+    mirror.stop()
+    records = consume_all(kafka_bootstrap, [topic], 200)
+    assert_exactly_once(records, bulks)
+    ops = [op for b in bulks for op in b.operations]
+    last = {(op.type_name, str(op.id)): op for op in ops}
+    victim = next(op for op in reversed(ops) if not op.op.is_delete
+                  and last[(op.type_name, str(op.id))] is op)
+    index = next(i for i, r in enumerate(records) if r.version == victim.version)
+    record = records[index]
+    assert record.data is not None
+    changed = {**record.data, "n": 1000}
+    tampered = list(records)
+    tampered[index] = dataclasses.replace(record, envelope=record.envelope._replace(data=changed))
+    with pytest.raises(AssertionError, match=f"Account {victim.id} version {victim.version}: "
+                                             "n logged"):
+        assert_exactly_once(tampered, bulks)
+    result = compare(from_records("log", ops, log.types()),
+                     from_records("kafka", tampered, log.types()))
+    assert not result.matches and result.different == 1 and result.first is not None
+    assert (result.first.id, result.first.path, result.first.place) == \
+        (str(victim.id), "n", "1000")
 
 
 def test_restart_and_crash_between_commit_and_ack_deliver_once(

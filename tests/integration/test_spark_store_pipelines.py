@@ -3,23 +3,28 @@ and PostgreSQL (the SQL sink runs on SQLite and on PostgreSQL).
 
 The mirror-style workload (transactions, nested objects, dynamic properties,
 collections, partial updates, changes, removes and re-creates, two topics and two
-types) runs through all four sinks; each store must equal the expected final state.
+types) runs through all four sinks; each store must equal the expected final state
+(Cassandra and Delta: every property of every live entity, through the reconciliation).
 Then the whole topic range is applied a second time, as Spark does with a re-run
 batch: nothing changes and no deleted entity comes back.
 """
 
 from __future__ import annotations
 
+import copy
+import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyspark.sql.functions as F
 import pytest
 
 from gridstream.errors import StoreError
 from gridstream.spark import PipelineConfig, StorePipeline, TypeRegistry
+from gridstream.stores.cassandra import CassandraConfig, CassandraReader, mapping_from_config
 from tests.integration.spark_checks import check_cassandra, check_delta, check_sql
 from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
 
@@ -99,6 +104,32 @@ def test_store_pipelines_reach_the_final_state_and_replays_change_nothing(
     check_sql(sqlite, workload)
     check_sql(postgres, workload)
     check_delta(spark, str(lake), workload)
+
+    # One value changed behind the sinks' back: the checks fail and name it.
+    _tamper_and_check(spark, cassandra_session, keyspace, str(lake), workload)
+
+
+def _tamper_and_check(spark: Any, session: Any, keyspace: str, lake: str,
+                      workload: Workload) -> None:
+    from delta.tables import DeltaTable
+
+    victim = min(workload.live(PERSON.name))
+    mapping = mapping_from_config(CassandraConfig(keyspace=keyspace))
+    table = CassandraReader(session, keyspace, mapping).tables.lookup(PERSON.name)
+    session.execute(f'UPDATE "{keyspace}"."{table}" SET "name" = %s WHERE "id" = %s',
+                    ("tampered", victim))
+    with pytest.raises(AssertionError, match=re.escape(
+            f'1 different; first difference: {PERSON.name} {victim} name: grid "')):
+        check_cassandra(session, keyspace, workload)
+    data = copy.deepcopy(workload.live(PERSON.name)[victim])
+    city = data["address"]["city"]
+    data["address"]["city"] = "Atlantis"
+    DeltaTable.forPath(spark, lake).update(
+        f"type = '{PERSON.name}' AND id = '{victim}'",
+        {"data": F.lit(orjson.dumps(data).decode())})
+    with pytest.raises(AssertionError, match=re.escape(
+            f'{PERSON.name} {victim} address.city: grid "{city}", place "Atlantis"')):
+        check_delta(spark, lake, workload)
 
 
 def test_parquet_change_log_batch_rerun_replaces_its_own_files(
