@@ -12,7 +12,7 @@ import orjson
 
 from gridstream.operations import TypeDescriptor
 from gridstream.reconcile import Entity, Holding, compare
-from gridstream.reconcile.readers import from_cassandra, from_state_rows
+from gridstream.reconcile.readers import from_cassandra, from_sql, from_state_rows
 from gridstream.stores.cassandra import CassandraConfig, mapping_from_config
 from gridstream.stores.sql import SqlStore
 from tests.integration.spark_workload import ORDER, PERSON, Workload
@@ -53,22 +53,14 @@ def sql_rows(url: str, type_name: str) -> dict[str, tuple[int, bool, dict[str, A
                 for r in store.read(type_name, include_deleted=True)}
 
 
-def check_state_rows(rows: dict[str, tuple[int, bool, dict[str, Any] | None]],
-                     workload: Workload, type_name: str) -> int:
-    """SQL / Delta rows equal the expected state; deletes are tombstones."""
-    live = {k: v for k, v in rows.items() if not v[1]}
-    expected = workload.live(type_name)
-    assert set(live) == set(expected), (type_name, sorted(set(live) ^ set(expected))[:10])
-    for entity_id, data in expected.items():
-        assert live[entity_id][2] == data, (type_name, entity_id, live[entity_id], data)
-    gone = workload.gone(type_name)
-    assert not gone & set(live)
-    assert all(rows[g][1] and rows[g][2] is None for g in gone if g in rows)
-    return len(expected)
-
-
 def check_sql(url: str, workload: Workload) -> int:
-    return sum(check_state_rows(sql_rows(url, d.name), workload, d.name) for d in DESCRIPTORS)
+    """Every live entity equal in every property and version; deletes are tombstones."""
+    types = {d.name: d for d in DESCRIPTORS}
+    compared = assert_matches(reference(workload), from_sql(url, types))
+    for d in DESCRIPTORS:
+        rows = sql_rows(url, d.name)
+        assert all(rows[g][1] and rows[g][2] is None for g in workload.gone(d.name) if g in rows)
+    return compared
 
 
 def delta_rows(spark: Any, path: str, type_name: str
