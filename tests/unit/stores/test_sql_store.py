@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gridstream.errors import CodecError, StoreError
+from gridstream.errors import CodecError, ConfigError, StoreError
 from gridstream.fold import OpRow
 from gridstream.model import SpaceDocument, to_entry
 from gridstream.operations import OpType, PropertySpec, TypeDescriptor
@@ -226,6 +226,14 @@ def test_errors_name_no_password() -> None:
         store.apply([_env(OpType.WRITE, 1, {"qty": 1})])
     assert "s3cret" not in str(failed.value) and "s3cret" not in store.describe()
     assert "s3cret" not in repr(store._url)
+
+
+@pytest.mark.parametrize("url", ["postgresql://app:s3cret@127.0.0.1:port/db",
+                                 "postgresql://app:s3cret@[::1/db"])
+def test_a_malformed_url_is_a_config_error_without_the_password(url: str) -> None:
+    with pytest.raises(ConfigError, match="malformed SQL URL") as failed:
+        SqlStore(url)
+    assert "s3cret" not in str(failed.value)
 
 
 ops = st.lists(st.tuples(st.sampled_from([OpType.WRITE, OpType.UPDATE, OpType.PARTIAL_UPDATE,
