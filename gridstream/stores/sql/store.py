@@ -55,6 +55,10 @@ Batch = Mapping[str, Mapping[str, Sequence[OpRow]]]
 """A batch's operations: type name → entity id → operations (any order)."""
 
 _CHUNK = 500
+_DDL_LOCK = 0x6773_7461_626C_6573
+"""The PostgreSQL advisory lock (transaction-scoped) that writers take before looking for
+a table they may create: two writers starting at once would otherwise both miss it, and
+the second's CREATE TABLE fail once the first commits."""
 _SCOPE = "\x1f"
 """Starts and ends the table prefix in a ``gs_tables`` key: a prefixed store records
 ``<SCOPE><prefix><SCOPE><type>``, an unprefixed one the plain type name. Every store of
@@ -186,8 +190,13 @@ class SqlStore:
             finally:
                 self._registry.conn = None
 
+    def _ddl_lock(self, conn: sa.Connection) -> None:
+        if self.dialect == "postgresql":
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_DDL_LOCK)))
+
     def _ensure_registry(self, conn: sa.Connection) -> None:
         if REGISTRY_TABLE not in self._ready:
+            self._ddl_lock(conn)
             self._registry.table.create(conn, checkfirst=True)
             self._ready.add(REGISTRY_TABLE)
 
@@ -195,6 +204,8 @@ class SqlStore:
         table = state_table(self._metadata, name)
         if name in self._ready:
             return table
+        if self.create_tables:
+            self._ddl_lock(conn)
         inspector = sa.inspect(conn)
         if inspector.has_table(name):
             found = sorted(str(c["name"]) for c in inspector.get_columns(name))
