@@ -51,7 +51,9 @@ class StopFlag:
     def set(self) -> None:
         """Raise the flag and wake every ``wait`` (no lock: safe in a signal handler)."""
         self._set = True
-        # a full pipe means waiters are woken already; a closed one that nobody waits
+        if not self._closer.alive:  # closed: its descriptor number may be another file's now
+            return
+        # a full pipe means waiters are woken already
         with suppress(OSError):
             os.write(self._write, b"\0")
 

@@ -64,7 +64,7 @@ def _sql(args: argparse.Namespace) -> int:
     url = args.url or os.environ.get("GRIDSTREAM_SQL_URL")
     if not url:
         raise ConfigError("give the database as --url or in GRIDSTREAM_SQL_URL")
-    with SqlStore(url) as store:
+    with SqlStore(url, table_prefix=args.table_prefix) as store:
         purged = store.purge_tombstones(args.type, args.below_version)
         print(f"purged {purged} tombstones of {args.type} below version {args.below_version} "
               f"(table {store.table_name(args.type)}, {store.describe()})")
@@ -110,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     purge.add_argument("--type", required=True, help="the type name (e.g. shop.Order)")
     purge.add_argument("--below-version", type=int, required=True,
                        help="purge tombstones whose version is lower than this")
+    purge.add_argument("--table-prefix", default="",
+                       help="the table prefix the store was written with (default: none)")
     purge.set_defaults(func=_sql)
     return parser
 

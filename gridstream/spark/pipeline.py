@@ -152,7 +152,7 @@ class StorePipeline:
         """
         started = time.monotonic()
         query_id = query_id or _streaming_query_id(records)
-        if query_id is not None and not _QUERY_ID.match(query_id):
+        if query_id is not None and not _QUERY_ID.fullmatch(query_id):
             raise ConfigError(f"pipeline {self.name!r}: query id {query_id!r} must be "
                               "1-64 letters, digits, '-' or '_'")
         self.sink.bind_query(query_id)
@@ -279,7 +279,7 @@ class StorePipeline:
         return again
 
 
-_QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_QUERY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _QUERY_ID_PROPERTY = "sql.streaming.queryId"
 """The local property Spark sets on a streaming query's thread (foreachBatch runs there)."""
 

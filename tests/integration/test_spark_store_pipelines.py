@@ -162,6 +162,12 @@ def test_parquet_change_log_batch_rerun_replaces_its_own_files(
     pipeline.process_batch(batch, batch_id=5, query_id="replay-b")
     assert sorted(log.glob(pattern)) == files
     assert spark.read.parquet(str(log)).count() == 2 * len(ops)
+    # a query id that the others' extend ("replay" and "replay-a") is yet another run:
+    # re-running its batch replaces only its own files, never theirs
+    for _ in range(2):
+        pipeline.process_batch(batch, batch_id=5, query_id="replay")
+    assert sorted(log.glob(pattern)) == files
+    assert spark.read.parquet(str(log)).count() == 3 * len(ops)
     with pytest.raises(StoreError, match="no query id"):  # by hand, a query id is needed
         pipeline.process_batch(batch, batch_id=5)
 

@@ -101,3 +101,47 @@ def test_tombstones_guard_and_purge(sql_url: str) -> None:
         assert [r.id for r in store.read("T")] == ["b"]
         assert store.purge_tombstones("T", 3) == 1
         assert [r.id for r in store.read("T", include_deleted=True)] == ["b"]
+
+
+@pytest.mark.parametrize("sql_url", ["postgres"], indirect=True)
+def test_two_writers_starting_at_once_on_postgresql_both_apply(sql_url: str) -> None:
+    """The first writer creates gs_tables and, before it commits, the second looks for it:
+    the second must wait for the first rather than fail creating it too."""
+    import threading
+
+    import sqlalchemy as sa
+
+    first, second = SqlStore(sql_url), SqlStore(sql_url)
+    with second._engine.connect():  # the dialect's own first queries, out of the way
+        pass
+    created, looked = threading.Event(), threading.Event()
+
+    @sa.event.listens_for(first._engine, "after_cursor_execute")
+    def _hold(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().startswith("CREATE TABLE gs_tables"):
+            created.set()
+            looked.wait(3)  # the second writer's look (or its wait, with the fix)
+
+    @sa.event.listens_for(second._engine, "after_cursor_execute")
+    def _look(*_: Any) -> None:
+        looked.set()
+
+    failures: list[BaseException] = []
+
+    def apply(store: SqlStore, type_name: str) -> None:
+        try:
+            store.apply([_env(OpType.WRITE, 1, {"by": type_name}, type_name=type_name)])
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    one = threading.Thread(target=apply, args=(first, "A"))
+    one.start()
+    assert created.wait(30)
+    apply(second, "B")
+    one.join(30)
+    assert failures == []
+    with SqlStore(sql_url) as store:
+        assert store.tables() == {"A": "A", "B": "B"}
+        assert [store.get(t, "a").data for t in "AB"] == [{"by": "A"}, {"by": "B"}]  # type: ignore[union-attr]
+    first.close()
+    second.close()

@@ -100,3 +100,20 @@ def test_closed_flag_can_still_be_set() -> None:
         flag.wait(0.01)  # never a busy loop on a closed pipe
     flag.set()  # a late signal after shutdown must not raise
     assert flag.is_set() and flag.wait(0.01)
+
+
+def test_setting_a_closed_flag_writes_to_no_other_file() -> None:
+    flag = StopFlag()
+    old_write = flag._write
+    flag.close()
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, old_write)  # the number is reused, as the next open may do
+    try:
+        os.set_blocking(read_end, False)
+        flag.set()
+        with pytest.raises(BlockingIOError):  # nothing was written into the new pipe
+            os.read(read_end, 1)
+        assert flag.is_set()
+    finally:
+        for fd in {read_end, write_end, old_write}:
+            os.close(fd)

@@ -22,6 +22,7 @@ this query's files. Readers skip ``_staging``, as Spark skips every path startin
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import StoreError
@@ -110,9 +111,13 @@ def _publish(spark: SparkSession, root: str, staging: str, prefix: str) -> int:
     jvm: Any = spark.sparkContext._jvm
     stat2paths = jvm.org.apache.hadoop.fs.FileUtil.stat2Paths
     stage_path = path_cls(staging)
+    # the glob also matches another query whose id extends this one ("q" and "q-1"):
+    # only ``<prefix><digits>.parquet`` is this batch's own
+    own = re.compile(re.escape(prefix) + r"[0-9]+\.parquet")
     old = fs.globStatus(path_cls(f"{root}/{_LEVELS}/{prefix}*"))
     for path in stat2paths(old) if old else []:
-        fs.delete(path, False)
+        if own.fullmatch(path.getName()):
+            fs.delete(path, False)
     stage_root = fs.makeQualified(stage_path).toString()
     found = fs.globStatus(path_cls(f"{staging}/{_LEVELS}/*.parquet"))
     listed = (p.toString() for p in (stat2paths(found) if found else []))

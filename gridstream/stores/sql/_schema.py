@@ -99,14 +99,18 @@ def create_engine(url: str) -> Engine:
     DDL (the driver would otherwise commit a CREATE TABLE on its own), so a failed batch
     leaves no table behind."""
     target = _sqlalchemy_url(url)
-    if target.startswith("postgresql"):
-        try:
-            import psycopg  # noqa: F401
-        except ImportError as exc:
-            raise ConfigError("PostgreSQL needs psycopg: pip install 'gridstream[postgres]'") \
-                from exc
-        return sa.create_engine(target, hide_parameters=True, pool_pre_ping=True)
-    engine = sa.create_engine(target, hide_parameters=True, connect_args={"timeout": 30})
+    try:
+        describe_url(url)  # every error of the store names where the URL points
+        if target.startswith("postgresql"):
+            try:
+                import psycopg  # noqa: F401
+            except ImportError as exc:
+                raise ConfigError(
+                    "PostgreSQL needs psycopg: pip install 'gridstream[postgres]'") from exc
+            return sa.create_engine(target, hide_parameters=True, pool_pre_ping=True)
+        engine = sa.create_engine(target, hide_parameters=True, connect_args={"timeout": 30})
+    except (ValueError, sa.exc.ArgumentError) as exc:  # the messages hold no password
+        raise ConfigError(f"malformed SQL URL ({type(exc).__name__}: {exc})") from exc
 
     @sa.event.listens_for(engine, "connect")
     def _no_driver_transactions(dbapi_connection: Any, _record: Any) -> None:

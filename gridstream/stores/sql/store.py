@@ -55,6 +55,15 @@ Batch = Mapping[str, Mapping[str, Sequence[OpRow]]]
 """A batch's operations: type name → entity id → operations (any order)."""
 
 _CHUNK = 500
+_DDL_LOCK = 0x6773_7461_626C_6573
+"""The PostgreSQL advisory lock (transaction-scoped) that writers take before looking for
+a table they may create: two writers starting at once would otherwise both miss it, and
+the second's CREATE TABLE fail once the first commits."""
+_SCOPE = "\x1f"
+"""Starts and ends the table prefix in a ``gs_tables`` key: a prefixed store records
+``<SCOPE><prefix><SCOPE><type>``, an unprefixed one the plain type name. Every store of
+a database allocates against all records, so no two share a table, and a type is
+looked up only under its own store's prefix."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +118,8 @@ class SqlStore:
 
     def __init__(self, url: str | SecretStr, *, types: Mapping[str, TypeDescriptor] | None = None,
                  table_prefix: str = "", create_tables: bool = True) -> None:
+        if _SCOPE in table_prefix:
+            raise StoreError("a table prefix cannot contain the character U+001F")
         self._url = url if isinstance(url, SecretStr) else SecretStr(url)
         self._engine = create_engine(self._url.get_secret_value())
         self.dialect = self._engine.dialect.name
@@ -126,7 +137,23 @@ class SqlStore:
         return TableNames(self._registry, self._convert, max_length=MAX_TABLE_NAME,
                           case_sensitive=False, reserved=(REGISTRY_TABLE,))
 
-    def _convert(self, type_name: str) -> str:
+    def _key(self, type_name: str) -> str:
+        """The type's key in ``gs_tables`` (see ``_SCOPE``)."""
+        if type_name.startswith(_SCOPE):
+            raise StoreError(f"type name {type_name!r} starts with the character U+001F")
+        if not self.table_prefix:
+            return type_name
+        return f"{_SCOPE}{self.table_prefix}{_SCOPE}{type_name}"
+
+    def _type_of(self, key: str) -> str | None:
+        """The type name of a ``gs_tables`` key of this store's prefix, else ``None``."""
+        if not key.startswith(_SCOPE):
+            return None if self.table_prefix else key
+        prefix, _, type_name = key[1:].partition(_SCOPE)
+        return type_name if prefix == self.table_prefix and self.table_prefix else None
+
+    def _convert(self, key: str) -> str:
+        type_name = key[1:].partition(_SCOPE)[2] if key.startswith(_SCOPE) else key
         return self.table_prefix + self._converter.to_table_name(type_name)
 
     def describe(self) -> str:
@@ -163,8 +190,13 @@ class SqlStore:
             finally:
                 self._registry.conn = None
 
+    def _ddl_lock(self, conn: sa.Connection) -> None:
+        if self.dialect == "postgresql":
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_DDL_LOCK)))
+
     def _ensure_registry(self, conn: sa.Connection) -> None:
         if REGISTRY_TABLE not in self._ready:
+            self._ddl_lock(conn)
             self._registry.table.create(conn, checkfirst=True)
             self._ready.add(REGISTRY_TABLE)
 
@@ -172,6 +204,8 @@ class SqlStore:
         table = state_table(self._metadata, name)
         if name in self._ready:
             return table
+        if self.create_tables:
+            self._ddl_lock(conn)
         inspector = sa.inspect(conn)
         if inspector.has_table(name):
             found = sorted(str(c["name"]) for c in inspector.get_columns(name))
@@ -188,7 +222,7 @@ class SqlStore:
 
     def _existing(self, conn: sa.Connection, type_name: str) -> sa.Table | None:
         """The type's table for a reader, or ``None`` if it holds nothing yet."""
-        name = self._names.lookup(type_name)
+        name = self._names.lookup(self._key(type_name))
         if name not in self._ready and not sa.inspect(conn).has_table(name):
             return None
         return self._ensure(conn, type_name, name)
@@ -205,7 +239,8 @@ class SqlStore:
         with self._transaction("SQL batch") as conn:
             self._ensure_registry(conn)
             for type_name, entities in batch.items():
-                table = self._ensure(conn, type_name, self._names.table_for(type_name))
+                table = self._ensure(conn, type_name,
+                                     self._names.table_for(self._key(type_name)))
                 a, s = self._apply_type(conn, table, type_name, entities)
                 applied, stale = applied + a, stale + s
                 total += sum(len(ops) for ops in entities.values())
@@ -272,12 +307,14 @@ class SqlStore:
     def table_name(self, type_name: str) -> str:
         """The table holding ``type_name`` (recorded, or the one it would get now)."""
         with self._transaction("reading the table registry"):
-            return self._names.lookup(type_name)
+            return self._names.lookup(self._key(type_name))
 
     def tables(self) -> dict[str, str]:
-        """Every recorded type name → table name."""
+        """Every recorded type name → table name (of this store's table prefix)."""
         with self._transaction("reading the table registry"):
-            return dict(self._names.reload())
+            recorded = self._names.reload()
+        found = ((self._type_of(key), table) for key, table in recorded.items())
+        return {type_name: table for type_name, table in found if type_name is not None}
 
     def read(self, type_name: str, *, include_deleted: bool = False) -> Iterator[StoredRow]:
         """The rows of a type (live ones only unless ``include_deleted``), by id; read

@@ -19,7 +19,7 @@ def _pipeline() -> StorePipeline:
         "sink": {"kind": "parquet", "path": "/tmp/changes"}}))
 
 
-@pytest.mark.parametrize("query_id", ["*", "a/b", "q?", "[0-9]", "x" * 65])
+@pytest.mark.parametrize("query_id", ["*", "a/b", "q?", "[0-9]", "x" * 65, "q\n"])
 def test_a_malformed_query_id_is_refused(query_id: str) -> None:
     records: Any = None  # refused before the batch is read
     with pytest.raises(ConfigError, match="query id"):

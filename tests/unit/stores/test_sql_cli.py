@@ -51,3 +51,17 @@ def test_purge_takes_the_url_from_the_environment(
     assert main(["sql", "purge-tombstones", "--type", "shop.Order",
                  "--below-version", "10"]) == 0
     assert "purged 1 tombstones" in capsys.readouterr().out
+
+
+def test_purge_with_the_store_s_table_prefix(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with SqlStore(url, table_prefix="p_") as store:
+        store.apply([_env(OpType.WRITE, 1, "a"), _env(OpType.REMOVE, 2, "a")])
+    assert main(["sql", "purge-tombstones", "--url", url, "--type", "shop.Order",
+                 "--below-version", "10"]) == 0
+    assert "purged 0 tombstones" in capsys.readouterr().out  # not this prefix's table
+    assert main(["sql", "purge-tombstones", "--url", url, "--type", "shop.Order",
+                 "--below-version", "10", "--table-prefix", "p_"]) == 0
+    assert "purged 1 tombstones of shop.Order below version 10 (table p_shop_Order" in \
+        capsys.readouterr().out

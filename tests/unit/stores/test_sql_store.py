@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gridstream.errors import CodecError, StoreError
+from gridstream.errors import CodecError, ConfigError, StoreError
 from gridstream.fold import OpRow
 from gridstream.model import SpaceDocument, to_entry
 from gridstream.operations import OpType, PropertySpec, TypeDescriptor
@@ -185,6 +185,28 @@ def test_distinct_type_names_get_distinct_tables_across_restarts(tmp_path: Path)
     assert len(set(again.tables().values())) == 4
 
 
+def test_stores_with_other_table_prefixes_never_share_a_table(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    first = SqlStore(url, table_prefix="a_")
+    first.apply([_env(OpType.WRITE, 5, {"by": "a"})])
+    second = SqlStore(url, table_prefix="b_")
+    assert second.apply([_env(OpType.WRITE, 3, {"by": "b"})]).applied == 1
+    assert second.table_name("shop.Item") == "b_shop_Item"
+    assert (_data(first), _data(second)) == ({"by": "a"}, {"by": "b"})
+    # a prefix and a type that spell another store's table ("a_" + "b.x", "a_b_" + "x")
+    first.apply([_env(OpType.WRITE, 1, {"by": "a"}, type_name="b.x")])
+    third = SqlStore(url, table_prefix="a_b_")
+    third.apply([_env(OpType.WRITE, 1, {"by": "a_b"}, type_name="x")])
+    assert third.table_name("x") != first.table_name("b.x")
+    assert (_data(first, type_name="b.x"), _data(third, type_name="x")) == \
+        ({"by": "a"}, {"by": "a_b"})
+    plain = SqlStore(url)
+    assert plain.tables() == {} and plain.get("shop.Item", "a") is None
+    assert first.tables() == {"shop.Item": "a_shop_Item", "b.x": "a_b_x"}
+    again = SqlStore(url, table_prefix="b_")  # across restarts
+    assert again.tables() == {"shop.Item": "b_shop_Item"} and _data(again) == {"by": "b"}
+
+
 def test_a_table_of_another_layout_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "s.db") as conn:
         conn.execute('CREATE TABLE "shop_Item" (_id TEXT PRIMARY KEY, _version BIGINT)')
@@ -204,6 +226,14 @@ def test_errors_name_no_password() -> None:
         store.apply([_env(OpType.WRITE, 1, {"qty": 1})])
     assert "s3cret" not in str(failed.value) and "s3cret" not in store.describe()
     assert "s3cret" not in repr(store._url)
+
+
+@pytest.mark.parametrize("url", ["postgresql://app:s3cret@127.0.0.1:port/db",
+                                 "postgresql://app:s3cret@[::1/db"])
+def test_a_malformed_url_is_a_config_error_without_the_password(url: str) -> None:
+    with pytest.raises(ConfigError, match="malformed SQL URL") as failed:
+        SqlStore(url)
+    assert "s3cret" not in str(failed.value)
 
 
 ops = st.lists(st.tuples(st.sampled_from([OpType.WRITE, OpType.UPDATE, OpType.PARTIAL_UPDATE,
