@@ -23,6 +23,7 @@ from gridstream.space._files import Layout, SpaceMeta, WriterLock
 from gridstream.space._recovery import (
     LogRecord,
     Recovered,
+    apply_cuts,
     read_payload,
     recover_log,
     scan_file,
@@ -53,7 +54,10 @@ def open_core(name: str, data_dir: str | os.PathLike[str], options: SpaceOptions
         next_seq = recovered.next_seq
         if recovered.repaired:  # tells live readers to re-scan
             next_seq, voids = _renumber(layout, meta, recovered)
+            # the void is recorded before the cut: a crash in between leaves a log whose
+            # next open cuts again, never one whose cut numbers could be given again
             layout.write_meta(replace(meta, epoch=meta.epoch + 1, voids=voids))
+            apply_cuts(recovered)
         for type_name, descriptor in types.items():
             store.set_indexes(type_name, descriptor.indexes)
         _replay(recovered.records, store, types)

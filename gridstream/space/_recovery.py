@@ -24,8 +24,8 @@ from gridstream.space._files import Layout
 from gridstream.space._frames import HEADER_SIZE, Frame, Stop, scan_frames
 from gridstream.space._writer import PartitionTail
 
-__all__ = ["CorruptTailPolicy", "LogRecord", "Recovered", "recover_log", "scan_file",
-           "skip_voids"]
+__all__ = ["CorruptTailPolicy", "LogRecord", "Recovered", "apply_cuts", "recover_log",
+           "scan_file", "skip_voids"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,9 @@ class Recovered(NamedTuple):
     repaired: bool
     seen_end: int
     """One past the highest sequence number of any intact record found, kept or cut."""
+    cuts: tuple[tuple[list[tuple[int, Path]], _Cut], ...] = ()
+    """The cuts ``apply_cuts`` makes (each with its partition's segments): not made by
+    ``recover_log``, so that the caller can first record what the cut leaves unused."""
 
 
 class _Cut(NamedTuple):
@@ -103,13 +106,18 @@ def recover_log(
             "Reopen with on_corrupt_tail='truncate' to cut the log's tail there.",
             path=str(first.path), offset=first.offset,
         )
-    for cut in cuts:
-        _truncate(parts[cut.partition], cut)
     tails = [_tail(part, next((c for c in cuts if c.partition == i), None))
              for i, part in enumerate(parts)]
     next_seq = records[-1].first_seq + records[-1].n_ops if records else start_seq
     seen_end = max([start_seq, *(part.seen_end for part in parts)])
-    return Recovered(records, tails, skip_voids(next_seq, voids), bool(cuts), seen_end)
+    return Recovered(records, tails, skip_voids(next_seq, voids), bool(cuts), seen_end,
+                     tuple((parts[cut.partition].segments, cut) for cut in cuts))
+
+
+def apply_cuts(recovered: Recovered) -> None:
+    """Cut the log's tail where ``recover_log`` found it damaged."""
+    for segments, cut in recovered.cuts:
+        _truncate(segments, cut)
 
 
 def skip_voids(seq: int, voids: dict[int, int]) -> int:
@@ -158,8 +166,12 @@ def _contiguous(merged: Iterator[LogRecord], start_seq: int,
     records: list[LogRecord] = []
     expected = start_seq
     for rec in merged:
-        expected = skip_voids(expected, voids)
+        before, expected = expected, skip_voids(expected, voids)
         if rec.first_seq != expected:
+            if before <= rec.first_seq < expected:
+                # inside a void: left by a repair that recorded the void but stopped
+                # before its cut; cut again from here
+                return records, rec.first_seq
             if rec.first_seq < expected:
                 raise LogCorruptedError(
                     f"seq {rec.first_seq} appears twice (in {rec.path} at byte {rec.pos})",
@@ -186,14 +198,14 @@ def _cuts(parts: list[_Partition], gap: int | None) -> list[_Cut]:
     return cuts
 
 
-def _truncate(part: _Partition, cut: _Cut) -> None:
+def _truncate(segments: list[tuple[int, Path]], cut: _Cut) -> None:
     log.warning("cutting the operation log's tail: %s, from byte %d (%s)",
                 cut.path, cut.offset, cut.why)
     if cut.offset == 0:
         cut.path.unlink()  # an empty segment would carry a wrong first seq in its name
     else:
         os.truncate(cut.path, cut.offset)
-    for _, path in part.segments[cut.seg_index + 1 :]:
+    for _, path in segments[cut.seg_index + 1 :]:
         log.warning("removing segment %s: it follows the cut", path)
         path.unlink()
 

@@ -356,3 +356,72 @@ def test_numbering_after_a_repair_goes_on_above_every_seq_used(
         assert reader.end_seq() == last + 5
     finally:
         reader.close()
+
+
+def _lose_a_middle_record(open_space: Callable[..., Space], space_dir: Path) -> tuple[int, int]:
+    """Two partitions; the newest record of the one not holding the last seq is lost.
+    Returns (the lost seq, the last seq)."""
+    space = open_space(partitions=2, snapshot_on_close=False)
+    seqs: dict[int, list[int]] = {0: [], 1: []}
+    i = 0
+    while min(len(v) for v in seqs.values()) < 3:
+        version = space.write(Order(f"o{i}", f"c{i}"))
+        seqs[space.partition_for(f"c{i}")].append(version)
+        i += 1
+    space.close()
+    last = max(max(v) for v in seqs.values())
+    victim = 0 if seqs[1][-1] == last else 1
+    segment = next(space_dir.glob(f"p{victim:03d}/*.seg"))
+    with open(segment, "r+b") as f:
+        f.truncate(_record_positions(segment)[-1])
+    return seqs[victim][-1], last
+
+
+def test_a_repair_stopped_before_recording_its_void_never_reuses_a_seq(
+        open_space: Callable[..., Space], space_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gridstream.space._files import Layout
+
+    lost, last = _lose_a_middle_record(open_space, space_dir)
+    assert lost < last
+
+    def crash(self: Layout, meta: Any) -> None:
+        raise OSError("crash while recording the repair")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Layout, "write_meta", crash)
+        with pytest.raises(OSError, match="crash"):
+            open_space(partitions=2, on_corrupt_tail="truncate")
+    space = open_space(partitions=2, on_corrupt_tail="truncate")
+    assert space.next_seq == last + 1  # the seqs cut (lost..last) are never given again
+    assert state_of(space) == replayed(read_log(space_dir))
+
+
+def test_a_repair_stopped_after_recording_its_void_cuts_again(
+        open_space: Callable[..., Space], space_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gridstream.space import _open
+
+    lost, last = _lose_a_middle_record(open_space, space_dir)
+
+    def crash(recovered: Any) -> None:
+        raise OSError("crash before the cut")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_open, "apply_cuts", crash)
+        with pytest.raises(OSError, match="crash"):
+            open_space(partitions=2, on_corrupt_tail="truncate")
+    space = open_space(partitions=2, on_corrupt_tail="truncate")
+    assert space.next_seq == last + 1
+    assert [space.write(Order(f"n{j}", f"c{j}")) for j in range(2)] == [last + 1, last + 2]
+    space.close()
+    space = open_space(partitions=2)  # clean now: one void, nothing left to cut
+    assert space.next_seq == last + 3
+    assert state_of(space) == replayed(read_log(space_dir))
+    space.close()
+    reader = open_log_reader(space_dir)
+    try:
+        firsts = [b.first_seq for b in reader.read(1, 10**6)]
+        assert firsts == [s for s in range(1, last + 3) if s < lost or s > last]
+    finally:
+        reader.close()
