@@ -417,11 +417,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with consumer:
             while not args.max or printed < args.max:
-                records = consumer.consume(500, timeout_s=1.0)
+                # never take more than is printed: commit() covers every record taken
+                wanted = min(500, args.max - printed) if args.max else 500
+                records = consumer.consume(wanted, timeout_s=1.0)
                 idle = 0.0 if records else idle + 1.0
                 if args.idle_timeout and idle >= args.idle_timeout:
                     break
-                for record in records[: (args.max - printed) if args.max else None]:
+                for record in records:
                     sys.stdout.write(_json_line(record))
                     printed += 1
                 sys.stdout.flush()

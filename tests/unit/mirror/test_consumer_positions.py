@@ -58,6 +58,9 @@ class FakeKafka:
         self.commits.append({(tp.topic, tp.partition): tp.offset for tp in offsets})
         return []
 
+    def close(self) -> None:
+        pass
+
 
 def _good(partition: int, offset: int) -> Msg:
     envelope = Envelope(op=OpType.WRITE, type="T", id=f"{partition}-{offset}",
@@ -172,3 +175,23 @@ def test_a_fatal_commit_error_is_raised_at_once() -> None:
     with pytest.raises(KafkaClientError) as err:
         consumer.commit()
     assert err.value.code == "ILLEGAL_GENERATION"
+
+
+def test_consume_cli_with_max_commits_only_what_it_printed(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from gridstream import consumer as consumer_module
+
+    kafka = FakeKafka([_good(0, i) for i in range(10)])
+
+    def fake_open(self: OperationConsumer) -> OperationConsumer:
+        self._consumer = kafka  # type: ignore[assignment]
+        return self
+
+    monkeypatch.setattr(OperationConsumer, "open", fake_open)
+    assert consumer_module.main(["--topic", "t", "--group", "g", "--max", "3",
+                                 "--commit"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 3
+    # the 7 records not printed stay uncommitted: the group reads them next time
+    assert kafka.commits and kafka.commits[-1] == {("t", 0): 3}
+    assert max(o for c in kafka.commits for o in c.values()) == 3
