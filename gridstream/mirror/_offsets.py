@@ -115,8 +115,8 @@ def _scan(consumer: Consumer, ends: Consumer, topic: str, mirror_name: str,
         for msg in consumer.consume(1000, timeout=0.5):
             if msg.error() is not None:
                 raise KafkaException(msg.error())
-            if msg.key() == key and msg.value() is not None:
-                found = msg.value()
+            if msg.key() == key:
+                found = msg.value()  # a tombstone (None) deletes the position
         position = consumer.position([tp])[0].offset
         if position >= high:
             return None if found is None else decode_position(found, expected_log)
