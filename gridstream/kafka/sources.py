@@ -3,7 +3,9 @@ environment, so that secrets need not appear on a command line (visible in ``ps`
 
 Environment: every variable ``GRIDSTREAM_KAFKA_<NAME>`` sets the property whose name is
 ``<NAME>`` lower-cased with ``_`` turned into ``.`` (``GRIDSTREAM_KAFKA_SASL_PASSWORD``
-→ ``sasl.password``).
+→ ``sasl.password``), except the variables ``gridstream stack`` reads for the broker
+it runs (``STACK_VARIABLES``: ``GRIDSTREAM_KAFKA_PORT``, ``_CONTROLLER_PORT``, ``_HEAP``,
+``_JVM_OPTS``), which are no client properties.
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ from pathlib import Path
 
 from gridstream.errors import ConfigError
 
-__all__ = ["ENV_PREFIX", "parse_properties", "properties_from_env", "read_properties_file"]
+__all__ = ["ENV_PREFIX", "STACK_VARIABLES", "parse_properties", "properties_from_env",
+           "read_properties_file"]
 
 ENV_PREFIX = "GRIDSTREAM_KAFKA_"
+STACK_VARIABLES = frozenset({"PORT", "CONTROLLER_PORT", "HEAP", "JVM_OPTS"})
+"""``GRIDSTREAM_KAFKA_*`` names (after the prefix) that configure the stack's broker
+(``gridstream.stack.kafka``), not a client."""
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
@@ -25,8 +31,9 @@ def properties_from_env(environ: Mapping[str, str] | None = None) -> dict[str, s
     env = os.environ if environ is None else environ
     props: dict[str, str] = {}
     for name, value in env.items():
-        if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX):
-            props[name[len(ENV_PREFIX):].lower().replace("_", ".")] = value
+        rest = name[len(ENV_PREFIX):]
+        if name.startswith(ENV_PREFIX) and rest and rest not in STACK_VARIABLES:
+            props[rest.lower().replace("_", ".")] = value
     return props
 
 

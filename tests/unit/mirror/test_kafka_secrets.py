@@ -112,3 +112,12 @@ def test_mirror_cli_unreadable_properties_file(tmp_path: Path) -> None:
                                            "--kafka-properties", str(tmp_path / "none")])
     with pytest.raises(ConfigError):
         kafka_properties(args, {})
+
+
+def test_the_stacks_own_kafka_variables_are_not_client_properties() -> None:
+    # `gridstream stack` reads these for the broker it runs; as client properties
+    # ("port", "heap", ...) librdkafka would refuse to create the mirror's producer
+    env = {"GRIDSTREAM_KAFKA_PORT": "19092", "GRIDSTREAM_KAFKA_CONTROLLER_PORT": "19093",
+           "GRIDSTREAM_KAFKA_HEAP": "1g", "GRIDSTREAM_KAFKA_JVM_OPTS": "-Xmn64m",
+           "GRIDSTREAM_KAFKA_LINGER_MS": "9"}
+    assert properties_from_env(env) == {"linger.ms": "9"}
