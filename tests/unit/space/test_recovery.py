@@ -425,3 +425,33 @@ def test_a_repair_stopped_after_recording_its_void_cuts_again(
         assert firsts == [s for s in range(1, last + 3) if s < lost or s > last]
     finally:
         reader.close()
+
+
+def test_a_live_reader_scanning_during_a_repair_follows_the_cut(
+        open_space: Callable[..., Space], space_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gridstream.space import _open
+
+    lost, last = _lose_a_middle_record(open_space, space_dir)
+    reader = open_log_reader(space_dir)
+    cut = _open.apply_cuts
+
+    def scan_then_cut(recovered: Any) -> None:
+        # the void is recorded, the files not cut yet: a live reader scans them now
+        assert [b.first_seq for b in reader.read(1, 10**6)] == list(range(1, lost))
+        cut(recovered)
+
+    monkeypatch.setattr(_open, "apply_cuts", scan_then_cut)
+    space = open_space(partitions=2, on_corrupt_tail="truncate")
+    fresh = [space.write(Order(f"n{j}", f"c{j}")) for j in range(4)]
+    assert fresh == list(range(last + 1, last + 5))
+    try:
+        firsts: list[int] = []
+        bulks = reader.read(1, 10**6)
+        while bulks:  # as a mirror reads: on from where the last read ended
+            firsts += [b.first_seq for b in bulks]
+            end = bulks[-1].first_seq + len(bulks[-1].operations)
+            bulks = reader.read(end, 10**6) if end < reader.end_seq() else []
+        assert firsts == [s for s in range(1, last + 5) if s < lost or s > last]
+    finally:
+        reader.close()
