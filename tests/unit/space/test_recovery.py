@@ -434,7 +434,7 @@ def test_a_live_reader_scanning_during_a_repair_follows_the_cut(
 
     lost, last = _lose_a_middle_record(open_space, space_dir)
     reader = open_log_reader(space_dir)
-    cut = _open.apply_cuts
+    from gridstream.space._recovery import apply_cuts as cut
 
     def scan_then_cut(recovered: Any) -> None:
         # the void is recorded, the files not cut yet: a live reader scans them now
