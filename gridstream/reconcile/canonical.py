@@ -6,9 +6,9 @@ of tagged tuples that compare exactly and hash the same in every process:
 
 - declared (fixed) properties are compared as the protocol restores them: ``datetime``
   as one ISO form in UTC with microseconds (a naive datetime is taken as UTC, as the
-  stores do), ``date`` as ISO, ``decimal`` exactly (its numeric value, never a float:
-  ``1.50`` equals ``1.5``, ``1.5`` never equals the float ``1.5``), ``uuid``, ``bytes``,
-  ``set`` as a set (sorted canonically), ``float`` as a float (an int in a float property
+  stores do), ``date`` as ISO, ``decimal`` exactly (its numeric value, never a float,
+  at every digit: ``1.50`` equals ``1.5``, ``1.5`` never equals the float ``1.5``),
+  ``uuid``, ``bytes``, ``set`` as a set (sorted canonically), ``float`` as a float (an int in a float property
   is its float), nested ``object`` properties recursively by their own specs;
 - every other value (dynamic properties, and declared ``str int bool list dict any``)
   is compared in the form the JSON protocol carries it (``wire_default``): a dynamic
@@ -175,7 +175,14 @@ def _decimal(value: Any) -> Canon | None:
         return ("decimal", "NaN")
     if value.is_zero():
         return ("decimal", "0")
-    return ("decimal", str(value.normalize()))
+    # trailing zeros dropped exactly: ``normalize()`` would also round to the context's
+    # 28 digits and make values that differ further down equal
+    sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int):  # an infinity
+        return ("decimal", str(value))
+    while len(digits) > 1 and digits[-1] == 0:
+        digits, exponent = digits[:-1], exponent + 1
+    return ("decimal", str(Decimal((sign, digits, exponent))))
 
 
 def _datetime(value: Any, millis: bool) -> Canon | None:

@@ -145,6 +145,15 @@ def test_a_changed_value_changes_the_canonical_form() -> None:
     (Decimal("1.5"), 1.5, PropertySpec("amount", "decimal"), False),
     (Decimal("1.50"), Decimal("1.5"), PropertySpec("amount", "decimal"), True),
     (Decimal("1.5"), "1.5", PropertySpec("amount", "decimal"), True),  # the wire's text
+    # beyond the default context's 28 digits: still compared exactly
+    (Decimal("1.00000000000000000000000000000001"), Decimal("1"),
+     PropertySpec("amount", "decimal"), False),
+    (Decimal("12345678901234567890123456789012"), Decimal("12345678901234567890123456789000"),
+     PropertySpec("amount", "decimal"), False),
+    (Decimal("1.000000000000000000000000000000"), Decimal("1"),
+     PropertySpec("amount", "decimal"), True),
+    (Decimal("1E+2"), 100, PropertySpec("amount", "decimal"), True),
+    (Decimal("-0.00"), 0, PropertySpec("amount", "decimal"), True),
     (Decimal("1.5"), 1.5, None, False),  # dynamic: text vs float
     (1, 1.0, None, False),
     (1, True, None, False),
