@@ -8,8 +8,9 @@ of tagged tuples that compare exactly and hash the same in every process:
   as one ISO form in UTC with microseconds (a naive datetime is taken as UTC, as the
   stores do), ``date`` as ISO, ``decimal`` exactly (its numeric value, never a float,
   at every digit: ``1.50`` equals ``1.5``, ``1.5`` never equals the float ``1.5``),
-  ``uuid``, ``bytes``, ``set`` as a set (sorted canonically), ``float`` as a float (an int in a float property
-  is its float), nested ``object`` properties recursively by their own specs;
+  ``uuid``, ``bytes``, ``set`` as a set (sorted canonically), ``float`` as a float (an
+  int in a float property is its float), nested ``object`` properties recursively by
+  their own specs;
 - every other value (dynamic properties, and declared ``str int bool list dict any``)
   is compared in the form the JSON protocol carries it (``wire_default``): a dynamic
   ``Decimal`` equals its text, a dynamic ``datetime`` its ``isoformat()``, a dynamic
