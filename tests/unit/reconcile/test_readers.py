@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from gridstream.model import SpaceDocument, space_class
 from gridstream.reconcile import compare
@@ -45,3 +48,39 @@ def test_the_grid_and_its_own_log_fold_to_the_same_content(tmp_path: Path) -> No
     result = compare(grid, folded)
     assert result.matches, result.first
     assert result.state_hash == compare(grid, grid).state_hash
+
+
+def test_kafka_reader_reads_past_the_expected_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operation delivered twice must show, even when the expected count is reached
+    exactly at the end of a fetched batch."""
+    from gridstream import consumer as consumer_module
+    from gridstream.consumer import OperationRecord
+    from gridstream.operations import OpType
+    from gridstream.protocol import Envelope
+    from gridstream.reconcile.readers import from_kafka
+
+    def record(version: int) -> OperationRecord:
+        envelope = Envelope(op=OpType.WRITE, type="T", id="a", version=version, ts=1,
+                            partition=0, data={"id": "a", "n": version})
+        return OperationRecord(envelope, "t", 0, version - 1, b"a", (), 1)
+
+    batches = [[record(1), record(2)], [record(2)]]  # the second WRITE delivered twice
+
+    class FakeConsumer:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def __enter__(self) -> FakeConsumer:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def consume(self, max_records: int, timeout_s: float) -> list[OperationRecord]:
+            return batches.pop(0) if batches else []
+
+    monkeypatch.setattr(consumer_module, "OperationConsumer", FakeConsumer)
+    holding = from_kafka("127.0.0.1:1", ["t"], {}, expected_ops=2, group="g", timeout_s=5)
+    assert holding.operations == 3
+    assert sorted(holding.notes) == ["1 operations out of per-entity order",
+                                     "3 operations read, 2 expected"]
