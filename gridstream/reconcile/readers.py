@@ -48,6 +48,7 @@ def from_grid(space: Space, type_names: Iterable[str]) -> Holding:
     """Every live entry of ``type_names`` with all its properties."""
     types = dict(space.types())
     entities: dict[Key, Entity] = {}
+    ids: dict[Key, Any] = {}
     for type_name in type_names:
         descriptor = types[type_name]
         template = SpaceDocument(type_name)
@@ -56,8 +57,20 @@ def from_grid(space: Space, type_names: Iterable[str]) -> Holding:
             versioned = space.read_versioned(template, entity_id)
             if versioned is not None:
                 data = dict(versioned.entry.properties)
-                entities[(type_name, str(entity_id))] = Entity(versioned.version, data)
+                key = _key(type_name, entity_id, ids)
+                entities[key] = Entity(versioned.version, data)
     return Holding("grid", entities, types, operations=space.next_seq - 1)
+
+
+def _key(type_name: str, entity_id: Any, ids: dict[Key, Any]) -> Key:
+    """``(type, str(id))``; two ids of one type with the same text (``1`` and ``"1"``)
+    would fold into one entity and hide the other: refused."""
+    key = (type_name, str(entity_id))
+    seen = ids.setdefault(key, entity_id)
+    if type(seen) is not type(entity_id) or seen != entity_id:
+        raise ReconcileError(f"{type_name}: ids {seen!r} and {entity_id!r} have the same "
+                             "text; entities are compared by id text")
+    return key
 
 
 def _json(data: Mapping[str, Any] | None) -> str | None:
@@ -120,10 +133,11 @@ def from_records(place: str, records: Iterable[OperationRecord | Operation],
     """Operations (consumed records, or logged operations) folded in the order given; an
     operation not above its entity's previous version is counted in a note."""
     ops: dict[Key, list[OpRow]] = {}
+    ids: dict[Key, Any] = {}
     count = out_of_order = 0
     for record in records:
         op = record.envelope.to_operation() if not isinstance(record, Operation) else record
-        rows = ops.setdefault((op.type_name, str(op.id)), [])
+        rows = ops.setdefault(_key(op.type_name, op.id, ids), [])
         if rows and rows[-1].version >= op.version:
             out_of_order += 1
         rows.append(OpRow(op.op.value, op.version, op.timestamp_ms, _json(op.data),

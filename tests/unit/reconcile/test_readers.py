@@ -84,3 +84,18 @@ def test_kafka_reader_reads_past_the_expected_count(monkeypatch: pytest.MonkeyPa
     assert holding.operations == 3
     assert sorted(holding.notes) == ["1 operations out of per-entity order",
                                      "3 operations read, 2 expected"]
+
+
+def test_ids_with_the_same_text_are_refused_not_merged(tmp_path: Path) -> None:
+    from gridstream.errors import ReconcileError
+
+    with Space.embedded("r", data_dir=tmp_path) as space:
+        space.write(SpaceDocument("test.reconcile.Doc", {"id": 1, "v": "int"}))
+        space.write(SpaceDocument("test.reconcile.Doc", {"id": "1", "v": "str"}))
+        assert space.count(SpaceDocument("test.reconcile.Doc")) == 2
+        with pytest.raises(ReconcileError, match="same text"):
+            from_grid(space, ["test.reconcile.Doc"])
+        reader = space.log_reader()
+        ops = [op for bulk in reader.read(reader.first_seq(), 100) for op in bulk.operations]
+        with pytest.raises(ReconcileError, match="same text"):
+            from_records("log", ops, space.types())
