@@ -187,22 +187,8 @@ def test_damage_inside_the_log_is_never_repaired(open_space: Callable[..., Space
 
 def test_a_gap_between_partitions_is_reported(open_space: Callable[..., Space],
                                               space_dir: Path) -> None:
-    space = open_space(partitions=2, snapshot_on_close=False)
-    seqs: dict[int, list[int]] = {0: [], 1: []}
-    i = 0
-    while min(len(v) for v in seqs.values()) < 3:
-        version = space.write(Order(f"o{i}", f"c{i}"))
-        seqs[space.partition_for(f"c{i}")].append(version)
-        i += 1
-    space.close()
     # Lose the newest record of the partition that does not hold the last seq.
-    last = max(max(v) for v in seqs.values())
-    victim = 0 if seqs[1][-1] == last else 1
-    segment = next(space_dir.glob(f"p{victim:03d}/*.seg"))
-    bulk_sizes = [rec.offset for rec in _records(space_dir) if rec.partition == victim]
-    cut = _record_positions(segment)[len(bulk_sizes) - 1]
-    with open(segment, "r+b") as f:
-        f.truncate(cut)
+    _, last = _lose_a_middle_record(open_space, space_dir)
     with pytest.raises(LogCorruptedError, match="missing"):
         open_space(partitions=2)
     space = open_space(partitions=2, on_corrupt_tail="truncate")
