@@ -302,25 +302,13 @@ def test_a_read_racing_an_append_is_read_again_not_reported(
 
 def test_numbering_after_a_repair_goes_on_above_every_seq_used(
         open_space: Callable[..., Space], space_dir: Path) -> None:
-    space = open_space(partitions=2, snapshot_on_close=False)
-    seqs: dict[int, list[int]] = {0: [], 1: []}
-    i = 0
-    while min(len(v) for v in seqs.values()) < 3:
-        version = space.write(Order(f"o{i}", f"c{i}"))
-        seqs[space.partition_for(f"c{i}")].append(version)
-        i += 1
-    reader = open_log_reader(space_dir)
-    reader.register("m")
-    reader.acknowledge("m", space.next_seq)  # a consumer delivered everything
-    reader.close()
-    space.close()
-    last = max(max(v) for v in seqs.values())
-    victim = 0 if seqs[1][-1] == last else 1
-    segment = next(space_dir.glob(f"p{victim:03d}/*.seg"))
-    positions = _record_positions(segment)
-    with open(segment, "r+b") as f:
-        f.truncate(positions[-1])  # the victim's newest record is lost
-    lost = seqs[victim][-1]
+    def acknowledge_all(space: Space) -> None:
+        reader = open_log_reader(space_dir)
+        reader.register("m")
+        reader.acknowledge("m", space.next_seq)  # a consumer delivered everything
+        reader.close()
+
+    lost, last = _lose_a_middle_record(open_space, space_dir, acknowledge_all)
 
     space = open_space(partitions=2, on_corrupt_tail="truncate")
     assert space.next_seq == last + 1
@@ -344,7 +332,9 @@ def test_numbering_after_a_repair_goes_on_above_every_seq_used(
         reader.close()
 
 
-def _lose_a_middle_record(open_space: Callable[..., Space], space_dir: Path) -> tuple[int, int]:
+def _lose_a_middle_record(open_space: Callable[..., Space], space_dir: Path,
+                          before_close: Callable[[Space], None] | None = None
+                          ) -> tuple[int, int]:
     """Two partitions; the newest record of the one not holding the last seq is lost.
     Returns (the lost seq, the last seq)."""
     space = open_space(partitions=2, snapshot_on_close=False)
@@ -354,6 +344,8 @@ def _lose_a_middle_record(open_space: Callable[..., Space], space_dir: Path) -> 
         version = space.write(Order(f"o{i}", f"c{i}"))
         seqs[space.partition_for(f"c{i}")].append(version)
         i += 1
+    if before_close is not None:
+        before_close(space)
     space.close()
     last = max(max(v) for v in seqs.values())
     victim = 0 if seqs[1][-1] == last else 1
