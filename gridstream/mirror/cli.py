@@ -66,10 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _properties(pairs: Sequence[str]) -> dict[str, str]:
     props: dict[str, str] = {}
-    for pair in pairs:
+    for number, pair in enumerate(pairs, 1):
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"producer property must be KEY=VALUE, got {key!r}")
+        if not sep or not key:  # never quoted: the text may hold a secret value
+            raise ConfigError(f"producer property -X number {number} must be KEY=VALUE")
         props[key.strip()] = value
     return props
 

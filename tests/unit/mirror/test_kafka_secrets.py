@@ -121,3 +121,12 @@ def test_the_stacks_own_kafka_variables_are_not_client_properties() -> None:
            "GRIDSTREAM_KAFKA_HEAP": "1g", "GRIDSTREAM_KAFKA_JVM_OPTS": "-Xmn64m",
            "GRIDSTREAM_KAFKA_LINGER_MS": "9"}
     assert properties_from_env(env) == {"linger.ms": "9"}
+
+
+def test_a_malformed_property_on_the_command_line_is_not_quoted() -> None:
+    # a mistyped separator would otherwise put the value, a secret here, in the error
+    args: Any = build_parser().parse_args(["--data-dir", "d", "--name", "m",
+                                           "-X", f"sasl.password:{SECRET}"])
+    with pytest.raises(ConfigError, match="KEY=VALUE") as raised:
+        kafka_properties(args, {})
+    assert SECRET not in str(raised.value)
