@@ -29,8 +29,10 @@ import orjson
 
 from gridstream.errors import CodecError, InvalidEntryError
 from gridstream.paths import apply_logged
+from gridstream.protocol import Envelope
+from gridstream.protocol.values import wire_default
 
-__all__ = ["EntityState", "FoldResult", "OpRow", "fold", "parse_data"]
+__all__ = ["EntityState", "FoldResult", "OpRow", "fold", "op_row", "parse_data"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +121,16 @@ def _apply_partial(data: dict[str, Any], row: OpRow, fixed_names: frozenset[str]
         apply_logged(data, row.op, values, row.removed, fixed_names)
     except InvalidEntryError as exc:
         raise InvalidEntryError(f"{row.op} version {row.version}: {exc}") from exc
+
+
+def op_row(envelope: Envelope) -> OpRow:
+    """An envelope as the fold sees it: ``data`` back in its wire JSON form."""
+    text: str | None = None
+    if envelope.data is not None and not envelope.op.is_delete:
+        try:
+            text = orjson.dumps(dict(envelope.data), default=wire_default,
+                                option=orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError as exc:
+            raise CodecError(f"{envelope.type} id={envelope.id!r} version={envelope.version}: "
+                             f"data has no wire form: {exc}") from exc
+    return OpRow(envelope.op.value, envelope.version, envelope.ts, text, tuple(envelope.removed))

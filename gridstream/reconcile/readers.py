@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gridstream.errors import ReconcileError
-from gridstream.fold import OpRow, fold
+from gridstream.fold import OpRow, fold, op_row
 from gridstream.model import SpaceDocument
 from gridstream.operations import Operation, TypeDescriptor
-from gridstream.protocol.values import restore, wire_default
+from gridstream.protocol import Envelope
+from gridstream.protocol.values import restore
 from gridstream.reconcile.canonical import CASSANDRA
 from gridstream.reconcile.compare import Entity, Holding, Key
 from gridstream.space import Space
@@ -71,12 +72,6 @@ def _key(type_name: str, entity_id: Any, ids: dict[Key, Any]) -> Key:
         raise ReconcileError(f"{type_name}: ids {seen!r} and {entity_id!r} have the same "
                              "text; entities are compared by id text")
     return key
-
-
-def _json(data: Mapping[str, Any] | None) -> str | None:
-    if data is None:
-        return None
-    return orjson.dumps(data, default=wire_default, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def fold_operations(ops: Mapping[Key, list[OpRow]], types: Mapping[str, TypeDescriptor]
@@ -136,12 +131,12 @@ def from_records(place: str, records: Iterable[OperationRecord | Operation],
     ids: dict[Key, Any] = {}
     count = out_of_order = 0
     for record in records:
-        op = record.envelope.to_operation() if not isinstance(record, Operation) else record
-        rows = ops.setdefault(_key(op.type_name, op.id, ids), [])
-        if rows and rows[-1].version >= op.version:
+        envelope = Envelope.from_operation(record) if isinstance(record, Operation) \
+            else record.envelope
+        rows = ops.setdefault(_key(envelope.type, envelope.id, ids), [])
+        if rows and rows[-1].version >= envelope.version:
             out_of_order += 1
-        rows.append(OpRow(op.op.value, op.version, op.timestamp_ms, _json(op.data),
-                          tuple(op.removed)))
+        rows.append(op_row(envelope))
         count += 1
     holding = Holding(place, fold_operations(ops, types), types, operations=count)
     if out_of_order:

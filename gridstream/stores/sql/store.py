@@ -31,11 +31,10 @@ from pydantic import SecretStr
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from gridstream.errors import CodecError, StoreError
-from gridstream.fold import EntityState, OpRow, fold
+from gridstream.errors import StoreError
+from gridstream.fold import EntityState, OpRow, fold, op_row
 from gridstream.operations import TypeDescriptor
 from gridstream.protocol import Envelope
-from gridstream.protocol.values import wire_default
 from gridstream.stores.cassandra.naming import DefaultTableNameConverter
 from gridstream.stores.naming import TableNames
 from gridstream.stores.sql._registry import SqlTableRegistry
@@ -86,19 +85,6 @@ class ApplyResult:
     operations: int = 0
     applied: int = 0
     stale: int = 0
-
-
-def op_row(envelope: Envelope) -> OpRow:
-    """An envelope as the fold sees it: ``data`` back in its wire JSON form."""
-    text: str | None = None
-    if envelope.data is not None and not envelope.op.is_delete:
-        try:
-            text = orjson.dumps(dict(envelope.data), default=wire_default,
-                                option=orjson.OPT_NON_STR_KEYS).decode()
-        except TypeError as exc:
-            raise CodecError(f"{envelope.type} id={envelope.id!r} version={envelope.version}: "
-                             f"data has no wire form: {exc}") from exc
-    return OpRow(envelope.op.value, envelope.version, envelope.ts, text, tuple(envelope.removed))
 
 
 def group(envelopes: Iterable[Envelope]) -> dict[str, dict[str, list[OpRow]]]:
