@@ -11,12 +11,14 @@ __all__ = [
     "ConfigError",
     "EndpointError",
     "EntryNotFoundError",
+    "GridError",
     "GridstreamError",
     "InvalidEntryError",
     "KafkaClientError",
     "LogCorruptedError",
     "MirrorError",
     "OperationLogError",
+    "PositionLostError",
     "ReconcileError",
     "SpaceError",
     "SparkError",
@@ -101,6 +103,25 @@ class KafkaClientError(GridstreamError):
         super().__init__(message)
         self.code = code
         self.retriable = retriable
+
+
+class GridError(GridstreamError):
+    """A grid adapter could not reach, read or write its grid."""
+
+
+class PositionLostError(GridError):
+    """A stored change-stream position is no longer valid for the grid.
+
+    The changes after it cannot be read any more (journal overflow, log retention, a
+    restart of the whole cluster): resuming would skip changes silently. The caller
+    fails or re-snapshots by policy. ``cache`` names the cache, ``detail`` says which
+    part of the position was lost and why.
+    """
+
+    def __init__(self, message: str, *, cache: str, detail: str) -> None:
+        super().__init__(message)
+        self.cache = cache
+        self.detail = detail
 
 
 class StoreError(GridstreamError):

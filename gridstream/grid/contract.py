@@ -1,0 +1,192 @@
+"""The grid adapter contract: what connectors and pipelines may rely on in any grid.
+
+A grid holds named caches (the Space: one per entry type; Hazelcast: one per map) of
+entries ``key → value``. An adapter lists the caches and is told when one appears or
+disappears, snapshots a cache, streams its changes from a resumable ``Position`` and
+applies batches of puts and removes.
+
+Adapters are built from a picklable config (Spark ships it to executors) and open their
+connections in ``open()``, never in ``__init__``: one connection per task.
+
+Positions say what they survive (``GridAdapter.position_survives``). A position that is
+no longer valid for the grid (retention, journal overflow, a restart of a whole
+cluster) raises ``PositionLostError`` when read from; it is never skipped silently.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, ClassVar, Literal, Self
+
+import orjson
+
+from gridstream.errors import ConfigError
+
+__all__ = [
+    "CacheEvent",
+    "Change",
+    "ChangeBatch",
+    "Entry",
+    "GridAdapter",
+    "Key",
+    "Position",
+    "Value",
+    "Write",
+]
+
+Key = str | int
+"""A cache key: a string or an integer (JSON scalars, the same in every grid)."""
+
+Value = dict[str, Any]
+"""An entry's value: a JSON object in wire form (as ``gridstream.protocol`` encodes it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry of a snapshot. ``version`` grows with every change of the key in the
+    grids that keep one (the Space: its log sequence number), ``None`` otherwise."""
+
+    key: Key
+    value: Value
+    version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change of a cache, read from its change stream.
+
+    ``value`` is the value after the change, ``None`` when the key was removed.
+    ``stream`` and ``seq`` say where it was read (the Space: ``"log"`` and the log
+    sequence number; Hazelcast: the partition id and its journal sequence); ``version``
+    grows per key along one position lineage, so a consumer can settle duplicates.
+    """
+
+    cache: str
+    key: Key
+    value: Value | None
+    version: int | None
+    stream: str
+    seq: int
+
+    @property
+    def removed(self) -> bool:
+        return self.value is None
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a cache's change stream stands: the next sequence number to read per stream,
+    valid only for ``lineage`` (the Space's log id; Hazelcast: the cluster's id). Stored
+    as JSON by whoever checkpoints it (``to_json`` / ``from_json``)."""
+
+    lineage: str
+    next_seqs: Mapping[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return orjson.dumps(
+            {"lineage": self.lineage, "next": dict(self.next_seqs)}, option=orjson.OPT_SORT_KEYS
+        ).decode()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Position:
+        try:
+            raw = orjson.loads(text)
+            lineage = raw["lineage"]
+            nexts = raw["next"]
+            if not isinstance(lineage, str) or not isinstance(nexts, dict):
+                raise TypeError("lineage must be a string and next an object")
+            seqs = {str(k): v for k, v in nexts.items()}
+            if not all(type(v) is int and v >= 0 for v in seqs.values()):
+                raise TypeError("every next sequence must be a non-negative integer")
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ConfigError(f"not a grid position: {exc}") from exc
+        return cls(lineage, seqs)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeBatch:
+    """Changes read in order, and the position to resume from after them (it may move on
+    even with no change, e.g. past a void in the Space's log)."""
+
+    changes: Sequence[Change]
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A put (``value`` set) or a remove (``value`` None) for one key. ``version``, when
+    given, lets the grid refuse a write older than what it holds (see each adapter)."""
+
+    key: Key
+    value: Value | None
+    version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEvent:
+    kind: Literal["created", "removed"]
+    cache: str
+
+
+class GridAdapter(ABC):
+    """One grid, seen through caches. Not thread-safe unless an adapter says so."""
+
+    position_survives: ClassVar[str] = ""
+    """What a stored position survives, in words (shown in docs and errors)."""
+
+    @abstractmethod
+    def open(self) -> None:
+        """Connect (or open files). Idempotent."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release every connection and listener. Idempotent."""
+
+    def __enter__(self) -> Self:
+        self.open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @abstractmethod
+    def list_caches(self) -> list[str]:
+        """The names of the caches that exist now, sorted."""
+
+    @abstractmethod
+    def watch_caches(self, listener: Callable[[CacheEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` when a cache appears or disappears (from a background thread)
+        until the returned function is called."""
+
+    @abstractmethod
+    def snapshot(self, cache: str, batch_size: int) -> Iterator[list[Entry]]:
+        """Every entry of ``cache`` now, in batches of at most ``batch_size``."""
+
+    @abstractmethod
+    def end_position(self, cache: str) -> Position:
+        """The position just after the newest change now: reading from it returns only
+        changes made later. Taken before a snapshot, no change is missed between the two
+        (duplicates are settled by ``version``)."""
+
+    @abstractmethod
+    def start_position(self, cache: str) -> Position:
+        """The oldest position still readable."""
+
+    @abstractmethod
+    def read_changes(self, cache: str, position: Position, max_changes: int) -> ChangeBatch:
+        """Changes of ``cache`` from ``position`` (none yet: an empty batch), at most
+        ``max_changes``. Raises ``PositionLostError`` when the position is no longer valid
+        (another lineage, overflowed, retained no longer)."""
+
+    @abstractmethod
+    def apply(self, cache: str, writes: Sequence[Write]) -> None:
+        """Apply puts and removes to ``cache``, creating it if missing. Applying the same
+        batch again leaves the cache as the first application did."""
