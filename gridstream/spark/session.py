@@ -31,11 +31,13 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
     "spark.sql.adaptive.enabled": "false",
     "spark.python.worker.reuse": "true",
-    # Micro-batches read Kafka through the connector's V1 source (the code path of batch
-    # reads): Spark 4.0's V2 reader projects every record into a row of its own first,
-    # which cost the Kafka → Parquet pipeline 3 % of its time (docs/benchmarks.md).
-    # Same options, offsets and checkpoint format; an internal Spark setting, pinned
-    # with Spark and exercised by every streaming test.
+    # Micro-batches read Kafka through the connector's V1 source (`KafkaSourceV1`, the
+    # code path of batch reads) instead of the V2 reader (`KafkaV2`; on Spark 4.0 a
+    # profile showed it projecting every record into a row of its own first). Measured
+    # again on Spark 4.2 (docs/benchmarks.md): the Kafka → Parquet pipeline spends 2–4 %
+    # less JVM CPU on V1, its wall time within the noise. Same options, offsets and
+    # checkpoint format, so a query switches either way. An internal Spark setting:
+    # tests/integration/test_spark_session.py fails if a Spark upgrade stops honouring it.
     "spark.sql.streaming.disabledV2MicroBatchReaders":
         "org.apache.spark.sql.kafka010.KafkaSourceProvider",
 }
