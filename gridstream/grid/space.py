@@ -183,7 +183,11 @@ class SpaceAdapter(GridAdapter):
 
     def _watch(self, known: set[str], listener: Callable[[CacheEvent], None],
                stop: threading.Event) -> None:
-        reader = open_log_reader(self.config.data_dir)
+        try:
+            reader = open_log_reader(self.config.data_dir)
+        except GridstreamError:
+            log.exception("cannot watch the caches of %s", self.config.data_dir)
+            return
         try:
             while not stop.wait(self.config.poll_interval_s):
                 for name in _cache_names(reader):
