@@ -284,3 +284,31 @@ def test_only_the_owner_writes(tmp_path: Path) -> None:
                                                                           {"n": 3, "id": "a"})
     finally:
         space.close()
+
+
+def test_values_of_declared_kinds_go_in_restored_and_come_out_in_wire_form(
+        tmp_path: Path) -> None:
+    import datetime as dt
+    from decimal import Decimal
+
+    from gridstream.model import DocumentType
+
+    space = Space.embedded("grid-test", data_dir=tmp_path, fsync="never")
+    try:
+        space.introduce_type(DocumentType("Priced", fixed={"id": "int", "at": "date",
+                                                           "price": "decimal", "tags": "set"}))
+        value = {"id": 1, "at": "2024-01-02", "price": "10.50", "tags": ["a"], "free": "x"}
+        with SpaceAdapter(SpaceGridConfig(str(tmp_path), "grid-test"), space=space) as adapter:
+            start = adapter.end_position("Priced")
+            adapter.apply("Priced", [Write(1, value)])
+            stored = space.read(SpaceDocument("Priced"), 1)
+            assert stored == SpaceDocument("Priced", {"id": 1, "at": dt.date(2024, 1, 2),
+                                                      "price": Decimal("10.50"),
+                                                      "tags": {"a"}, "free": "x"})
+            assert [e.value for b in adapter.snapshot("Priced", 10) for e in b] == [value]
+            assert [c.value for c in adapter.read_changes("Priced", start, 10).changes] \
+                == [value]
+            with pytest.raises(GridError, match="does not hold a value of its kind"):
+                adapter.apply("Priced", [Write(2, {"at": "not a date"})])
+    finally:
+        space.close()
