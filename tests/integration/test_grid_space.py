@@ -4,20 +4,22 @@ and the write rule (idempotent by version, kept in the Space)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 import sys
 import threading
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from gridstream.errors import GridError, PositionLostError
+from gridstream.errors import ConfigError, GridError, PositionLostError
 from gridstream.grid import Change, Entry, GridAdapter, Key, Position, Write
 from gridstream.grid._space_writes import wire
 from gridstream.grid.space import SpaceAdapter, SpaceGridConfig
-from gridstream.model import SpaceDocument
+from gridstream.model import DocumentType, SpaceDocument
 from gridstream.space import Change as SpaceChange
 from gridstream.space import Space
 from tests.integration.grid_space_proc import TEMPLATE, open_space
@@ -176,7 +178,6 @@ def test_a_position_beyond_the_log_or_malformed_is_refused(tmp_path: Path) -> No
         beyond = Position(end.lineage, {"log": end.next_seqs["log"] + 5})
         with pytest.raises(PositionLostError, match="beyond the log's end"):
             adapter.read_changes("Doc", beyond, 10)
-        from gridstream.errors import ConfigError
         with pytest.raises(ConfigError):
             adapter.read_changes("Doc", Position(end.lineage, {"0": 1}), 10)
 
@@ -288,11 +289,6 @@ def test_only_the_owner_writes(tmp_path: Path) -> None:
 
 def test_values_of_declared_kinds_go_in_restored_and_come_out_in_wire_form(
         tmp_path: Path) -> None:
-    import datetime as dt
-    from decimal import Decimal
-
-    from gridstream.model import DocumentType
-
     space = Space.embedded("grid-test", data_dir=tmp_path, fsync="never")
     try:
         space.introduce_type(DocumentType("Priced", fixed={"id": "int", "at": "date",
