@@ -2,30 +2,32 @@
 
 Spark's own Kafka sink is at-least-once: a batch re-run after a crash is written again.
 ``KafkaExactlyOnceWriter`` is a ``foreachBatch`` function that writes each batch's rows
-from the executors (``mapInArrow``, one producer per task) in Kafka transactions:
+from the executors (``mapInArrow``, one producer per task) in Kafka transactions.
 
-- task ``i`` of a batch writes its rows and a *commit marker* — key
-  ``<query id>/<i>``, value: batch id, rows, digest — in ONE transaction, the marker to a
-  compacted marker topic;
-- its transactional id is ``<prefix>-<i>`` (prefix from the writer's name and the
+Spark does not keep a re-run batch's rows in the same partitions (its Kafka source
+orders a batch's topic-partitions differently after a restart), so a task is known by
+its *content*: a first, JVM-only pass counts each partition's rows and sums two hashes
+of them; the non-empty partitions, ranked by (count, hashes), get *slots* 0..n-1 — the
+same slots for the same rows in any run. Then slot ``s``:
+
+- writes its rows and a *commit marker* — key ``<query id>/<s>``, value: batch id, slot
+  count, rows, content hash — in ONE transaction, the marker to a compacted topic;
+- uses the transactional id ``<prefix>-<s>`` (prefix from the writer's name and the
   query's id, which lives in the checkpoint; never the attempt number), so any later
-  producer of task ``i`` fences an earlier one and aborts what it left open;
-- after ``init_transactions`` a task reads its marker ``read_committed``: a marker for
-  this batch means an earlier run committed the task — it is skipped (after checking its
-  rows are the same ones: count and digest), never written twice;
-- on its first batch the driver initialises every task's id, aborting transactions left
+  producer of the slot fences an earlier one and aborts what it left open;
+- after ``init_transactions`` reads its marker ``read_committed``: a marker for this
+  batch (same content) means an earlier run committed it: skipped, never written twice;
+- on its first batch the driver initialises every slot's id, aborting transactions left
   open by an earlier run before any task starts.
 
-Assumption: a batch id always holds the same rows in the same Spark partitions (true
-for Kafka sources, whose offsets for each batch are in the checkpoint, and
-partition-preserving transforms). A re-run that differs is refused (``SparkError``),
-never silently duplicated or dropped. The protocol and its crash cases:
-``docs/protocol.md``.
+Assumption: a batch id always holds the same rows (true for Kafka sources, whose
+offsets for each batch are in the checkpoint). A re-run whose rows differ is refused
+(``SparkError``), never silently duplicated or dropped. The protocol and its crash
+cases: ``docs/protocol.md``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 import warnings
@@ -50,8 +52,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = ["DEFAULT_MARKER_TOPIC", "PRODUCER_DEFAULTS", "BatchResult",
-           "KafkaExactlyOnceWriter", "Marker", "check_transaction_timeout", "decide",
-           "marker_partition", "transactional_id"]
+           "KafkaExactlyOnceWriter", "Marker", "assign_slots", "check_transaction_timeout",
+           "decide", "marker_partition", "transactional_id"]
 
 log = logging.getLogger(__name__)
 
@@ -64,65 +66,76 @@ PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
 }
 """Under the user's properties (murmur2: the partitions Java producers pick)."""
 _FORBIDDEN = ("transactional.id", "enable.idempotence", "acks")
-_RESULT_SCHEMA = "task INT, records LONG, skipped BOOLEAN"
+_RESULT_SCHEMA = "slot INT, records LONG, skipped BOOLEAN"
 _COLUMNS = ("key", "value", "topic", "partition", "headers")
 
 
 @dataclass(frozen=True)
 class Marker:
-    """What a committed task wrote: ``records`` rows with digest ``digest``."""
+    """What a committed slot wrote: batch ``batch`` had ``slots`` slots; this one
+    ``records`` rows, whose count and hash sums are ``content``."""
 
     query: str
-    task: int
+    slot: int
     batch: int
-    tasks: int
+    slots: int
     records: int
-    digest: str
+    content: str
 
     def encode(self) -> bytes:
-        return orjson.dumps({"query": self.query, "task": self.task, "batch": self.batch,
-                             "tasks": self.tasks, "records": self.records,
-                             "digest": self.digest, "ts": int(time.time() * 1000)})
+        return orjson.dumps({"query": self.query, "slot": self.slot, "batch": self.batch,
+                             "slots": self.slots, "records": self.records,
+                             "content": self.content, "ts": int(time.time() * 1000)})
 
     @classmethod
     def decode(cls, value: bytes) -> Marker:
         try:
             raw = orjson.loads(value)
-            return cls(str(raw["query"]), int(raw["task"]), int(raw["batch"]),
-                       int(raw["tasks"]), int(raw["records"]), str(raw["digest"]))
+            return cls(str(raw["query"]), int(raw["slot"]), int(raw["batch"]),
+                       int(raw["slots"]), int(raw["records"]), str(raw["content"]))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise SparkError("malformed commit marker in the marker topic") from exc
 
 
-def marker_key(query_id: str, task: int) -> bytes:
-    return f"{query_id}/{task}".encode()
+def marker_key(query_id: str, slot: int) -> bytes:
+    return f"{query_id}/{slot}".encode()
 
 
-def marker_partition(query_id: str, task: int, partitions: int) -> int:
-    """Consecutive tasks of a query on consecutive partitions (no shared waits)."""
-    return (zlib.crc32(query_id.encode()) + task) % max(partitions, 1)
+def marker_partition(query_id: str, slot: int, partitions: int) -> int:
+    """Consecutive slots of a query on consecutive partitions (no shared waits)."""
+    return (zlib.crc32(query_id.encode()) + slot) % max(partitions, 1)
 
 
-def transactional_id(prefix: str, task: int) -> str:
-    return f"{prefix}-{task}"
+def transactional_id(prefix: str, slot: int) -> str:
+    return f"{prefix}-{slot}"
 
 
-def decide(marker: Marker | None, batch_id: int, tasks: int) -> bool:
-    """Whether the task must write (True) or was committed by an earlier run (False).
-    A marker ahead of the batch is refused: the checkpoint was rolled back or replaced."""
+def decide(marker: Marker | None, batch_id: int, slots: int, records: int,
+           content: str) -> bool:
+    """Whether the slot must write (True) or was committed by an earlier run (False).
+    A marker ahead of the batch, or of this batch with other rows, is refused."""
     if marker is None or marker.batch < batch_id:
         return True
     if marker.batch > batch_id:
         raise SparkError(
-            f"task {marker.task} of query {marker.query} committed batch {marker.batch}, "
+            f"slot {marker.slot} of query {marker.query} committed batch {marker.batch}, "
             f"but Spark is running batch {batch_id}: the checkpoint was rolled back or "
             "copied; give the query a new checkpoint (a new query id) instead")
-    if marker.tasks != tasks:
+    if (marker.slots, marker.records, marker.content) != (slots, records, content):
         raise SparkError(
-            f"batch {batch_id} re-runs with {tasks} partitions, but committed with "
-            f"{marker.tasks}: its input is not deterministic, so a re-run would write "
-            "rows twice or lose them")
+            f"batch {batch_id} re-runs with other rows than it committed (slot "
+            f"{marker.slot}: {records} rows in {slots} slots, committed {marker.records} "
+            f"in {marker.slots}): its input is not deterministic; refusing to write rows "
+            "twice or to lose them")
     return False
+
+
+def assign_slots(stats: list[tuple[int, int, int, int]]) -> dict[int, tuple[int, str]]:
+    """``(partition, rows, hash1, hash2)`` of each partition → ``{partition: (slot,
+    content)}`` for the non-empty ones, slots ranked by content (ties: equal rows)."""
+    ranked = sorted((rows, h1, h2, part) for part, rows, h1, h2 in stats if rows > 0)
+    return {part: (slot, f"{rows}:{h1:x}:{h2:x}")
+            for slot, (rows, h1, h2, part) in enumerate(ranked)}
 
 
 def check_transaction_timeout(timeout_ms: int, trigger: str | None,
@@ -151,12 +164,12 @@ def check_transaction_timeout(timeout_ms: int, trigger: str | None,
 
 @dataclass(frozen=True)
 class BatchResult:
-    """What one batch did: rows written, and rows of tasks an earlier run committed."""
+    """What one batch did: rows written, and rows of slots an earlier run committed."""
 
     batch_id: int
     written: int
     skipped: int
-    tasks: int
+    slots: int
     seconds: float
 
 
@@ -171,7 +184,7 @@ class _Plan:
     query_id: str
     prefix: str
     batch_id: int
-    tasks: int
+    slots: Mapping[int, tuple[int, str]]
     timeout_s: float
 
 
@@ -210,15 +223,15 @@ class KafkaExactlyOnceWriter:
         return self.write(df, batch_id)
 
     def write(self, df: DataFrame, batch_id: int) -> BatchResult:
-        """Write one batch; skip the tasks an earlier run of this batch committed."""
+        """Write one batch; skip the slots an earlier run of this batch committed."""
         started = time.monotonic()
         query_id = self._query_id(df)
         rows = self._rows(df)
-        tasks = rows.rdd.getNumPartitions()
+        slots = assign_slots(_content(rows))
         if self._prepared_for != query_id:
-            self._prepare(df, query_id, tasks)
+            self._prepare(df, query_id, len(slots))
         plan = _Plan(self.properties, self.topic, self.marker_topic, self._partitions,
-                     query_id, self._prefix(query_id), batch_id, tasks, self.timeout_s)
+                     query_id, self._prefix(query_id), batch_id, slots, self.timeout_s)
         try:
             done = rows.mapInArrow(lambda batches: _run_task(plan, iter(batches)),
                                    _RESULT_SCHEMA).collect()
@@ -229,7 +242,7 @@ class KafkaExactlyOnceWriter:
             raise SparkError(f"exactly-once write of batch {batch_id} failed: "
                              f"{lines[0] if lines else type(exc).__name__}") from exc
         result = BatchResult(batch_id, sum(r.records for r in done if not r.skipped),
-                             sum(r.records for r in done if r.skipped), tasks,
+                             sum(r.records for r in done if r.skipped), len(slots),
                              time.monotonic() - started)
         self.results.append(result)
         log.info("writer %s batch %d: %d rows written, %d skipped (committed earlier)",
@@ -238,6 +251,10 @@ class KafkaExactlyOnceWriter:
 
     def _prefix(self, query_id: str) -> str:
         return f"gridstream-spark-{self.name}-{query_id}"
+
+    def transactional_id(self, query_id: str, slot: int) -> str:
+        """The transactional id of slot ``slot`` of the query ``query_id``."""
+        return transactional_id(self._prefix(query_id), slot)
 
     def _query_id(self, df: DataFrame) -> str:
         if self.query_id:
@@ -259,9 +276,9 @@ class KafkaExactlyOnceWriter:
         return df.select(*[F.col(c).cast(casts[c]).alias(c) if c in casts else F.col(c)
                            for c in _COLUMNS if c in df.columns])
 
-    def _prepare(self, df: DataFrame, query_id: str, tasks: int) -> None:
+    def _prepare(self, df: DataFrame, query_id: str, slots: int) -> None:
         """First batch: refuse speculation, check the timeout against the broker, create
-        the marker topic, and fence every task id of an earlier run."""
+        the marker topic, and fence every slot's id of an earlier run."""
         speculation = df.sparkSession.sparkContext.getConf().get("spark.speculation", "false")
         if str(speculation).strip().lower() == "true":
             raise ConfigError("spark.speculation=true would run a task twice at once, each "
@@ -280,8 +297,8 @@ class KafkaExactlyOnceWriter:
         meta = admin.list_topics(self.marker_topic, timeout=self.timeout_s)
         self._partitions = len(meta.topics[self.marker_topic].partitions)
         prefix = self._prefix(query_id)
-        for task in range(tasks):
-            _close(_new_producer(self.properties, transactional_id(prefix, task),
+        for slot in range(max(slots, 1)):
+            _close(_new_producer(self.properties, transactional_id(prefix, slot),
                                  self.timeout_s))
         self._prepared_for = query_id
 
@@ -298,6 +315,19 @@ def _broker_max(admin: AdminClient) -> int | None:
         return None
     entry = configs.get("transaction.max.timeout.ms")
     return int(entry.value) if entry is not None and entry.value else None
+
+
+def _content(rows: DataFrame) -> list[tuple[int, int, int, int]]:
+    """Each partition's rows and two order-free hash sums, in the JVM (one pass)."""
+    import pyspark.sql.functions as F
+
+    columns = [F.col(c) for c in rows.columns]
+    stats = (rows.select(F.spark_partition_id().alias("p"),
+                         F.xxhash64(*columns).cast("decimal(38,0)").alias("h1"),
+                         F.hash(*columns).cast("decimal(38,0)").alias("h2"))
+             .groupBy("p").agg(F.count(F.lit(1)).alias("n"), F.sum("h1").alias("h1"),
+                               F.sum("h2").alias("h2")).collect())
+    return [(int(r.p), int(r.n), int(r.h1), int(r.h2)) for r in stats]
 
 
 # -- executor side ---------------------------------------------------------------------
@@ -390,8 +420,8 @@ class _MarkerReader:
         return None if value is None else Marker.decode(value)
 
 
-def _reader(plan: _Plan, task: int) -> _MarkerReader:
-    partition = marker_partition(plan.query_id, task, plan.marker_partitions)
+def _reader(plan: _Plan, slot: int) -> _MarkerReader:
+    partition = marker_partition(plan.query_id, slot, plan.marker_partitions)
     key = (str(plan.properties.get_str("bootstrap.servers")), plan.marker_topic, partition)
     reader = _READERS.get(key)
     if reader is None:
@@ -401,45 +431,57 @@ def _reader(plan: _Plan, task: int) -> _MarkerReader:
 
 
 def _run_task(plan: _Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """One Spark task: write its rows and marker in one transaction, or skip them."""
+    """One Spark task: write its slot's rows and marker in one transaction, or skip them
+    when an earlier run committed them."""
     import pyarrow as pa
     from pyspark import TaskContext
 
     context = TaskContext.get()
     if context is None:
         raise SparkError("the exactly-once writer must run inside a Spark task")
-    task = context.partitionId()
-    txn_id = transactional_id(plan.prefix, task)
-    key = marker_key(plan.query_id, task)
+    found = plan.slots.get(context.partitionId())
+    if found is None:  # empty when counted: must still be
+        if any(batch.num_rows for batch in batches):
+            raise SparkError(f"batch {plan.batch_id}: a partition counted empty has rows "
+                             "now: the batch's input is not deterministic")
+        return
+    slot, content = found
+    expected = int(content.split(":", 1)[0])
+    txn_id = transactional_id(plan.prefix, slot)
+    key = marker_key(plan.query_id, slot)
     try:
-        producer, marker = _begin(plan, task, txn_id, key)
-        if not decide(marker, plan.batch_id, plan.tasks):
+        producer, marker = _begin(plan, slot, txn_id, key)
+        if not decide(marker, plan.batch_id, len(plan.slots), expected, content):
             producer.abort_transaction(plan.timeout_s)
-            records, digest = _digest(batches)
-            _verify(plan, task, marker, records, digest)
-            skipped = True
+            records, skipped = expected, True
         else:
-            records, digest = _produce(producer, plan, batches)
-            done = Marker(plan.query_id, task, plan.batch_id, plan.tasks, records, digest)
-            _produce_marker(producer, plan, task, key, done.encode())
+            records = _produce(producer, plan, batches)
+            if records != expected:
+                raise SparkError(f"batch {plan.batch_id}: a partition counted {expected} "
+                                 f"rows and now has {records}: the input is not "
+                                 "deterministic")
+            done = Marker(plan.query_id, slot, plan.batch_id, len(plan.slots), records,
+                          content)
+            producer.produce(plan.marker_topic, done.encode(), key, partition=marker_partition(
+                plan.query_id, slot, plan.marker_partitions))
             producer.commit_transaction(plan.timeout_s)
             skipped = False
     except KafkaException as exc:
         _drop_producer(txn_id)
-        raise kafka_error(f"task {task} of batch {plan.batch_id} failed", exc,
+        raise kafka_error(f"slot {slot} of batch {plan.batch_id} failed", exc,
                           plan.properties.client_config()) from exc
     except BaseException:
         _drop_producer(txn_id)
         raise
-    yield pa.RecordBatch.from_pylist([{"task": task, "records": records, "skipped": skipped}],
-                                     schema=pa.schema([("task", pa.int32()),
+    yield pa.RecordBatch.from_pylist([{"slot": slot, "records": records, "skipped": skipped}],
+                                     schema=pa.schema([("slot", pa.int32()),
                                                        ("records", pa.int64()),
                                                        ("skipped", pa.bool_())]))
 
 
-def _begin(plan: _Plan, task: int, txn_id: str,
+def _begin(plan: _Plan, slot: int, txn_id: str,
            key: bytes) -> tuple[Producer, Marker | None]:
-    """A producer with an open transaction that nobody has fenced, and the task's last
+    """A producer with an open transaction that nobody has fenced, and the slot's last
     committed marker, read after this producer's id was last initialised."""
     for _ in range(3):
         producer = _PRODUCERS.get(txn_id)
@@ -447,7 +489,7 @@ def _begin(plan: _Plan, task: int, txn_id: str,
         if producer is None:
             producer = _PRODUCERS[txn_id] = _new_producer(plan.properties, txn_id,
                                                          plan.timeout_s)
-        marker = _reader(plan, task).get(key, plan.timeout_s)
+        marker = _reader(plan, slot).get(key, plan.timeout_s)
         # a probe: registers the marker partition now, so a cached producer that another
         # worker fenced fails before a row is taken (an unchanged marker value)
         errors: list[Any] = []
@@ -455,7 +497,7 @@ def _begin(plan: _Plan, task: int, txn_id: str,
             producer.begin_transaction()
             producer.produce(
                 plan.marker_topic, marker.encode() if marker is not None else None, key,
-                partition=marker_partition(plan.query_id, task, plan.marker_partitions))
+                partition=marker_partition(plan.query_id, slot, plan.marker_partitions))
             # a fenced producer raises here (_FENCED); no delivery callback, which
             # confluent-kafka would call with that exception pending
             if producer.flush(plan.timeout_s):
@@ -469,54 +511,22 @@ def _begin(plan: _Plan, task: int, txn_id: str,
         if fresh:
             if isinstance(errors[0], KafkaClientError):
                 raise errors[0]
-            raise kafka_error(f"task {task}: the transaction could not start", errors[0],
+            raise kafka_error(f"slot {slot}: the transaction could not start", errors[0],
                               plan.properties.client_config()) from errors[0]
-    raise KafkaClientError(f"task {task}: fenced again and again (another writer of the "
+    raise KafkaClientError(f"slot {slot}: fenced again and again (another writer of the "
                            "same transactional id is running)", code="_FENCED")
-
-
-def _produce_marker(producer: Producer, plan: _Plan, task: int, key: bytes,
-                    value: bytes) -> None:
-    producer.produce(plan.marker_topic, value, key,
-                     partition=marker_partition(plan.query_id, task, plan.marker_partitions))
 
 
 def _columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
     return {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
 
 
-def _update(digest: Any, batch: pa.RecordBatch) -> None:
-    """Feed a batch's rows to the digest: every column's lengths and bytes."""
-    import pyarrow.compute as pc
-
-    for i, name in enumerate(batch.schema.names):
-        column = batch.column(i)
-        digest.update(name.encode())
-        if name in ("key", "value", "topic"):
-            lengths = pc.fill_null(pc.binary_length(column), -1)
-            digest.update(lengths.to_numpy(zero_copy_only=False).tobytes())
-            digest.update(b"".join(v for v in column.to_pylist() if v is not None)
-                          if name != "topic" else
-                          "".join(v for v in column.to_pylist() if v is not None).encode())
-        else:
-            digest.update(orjson.dumps(column.to_pylist()))
-
-
-def _digest(batches: Iterator[pa.RecordBatch]) -> tuple[int, str]:
-    digest, records = hashlib.blake2b(digest_size=16), 0
-    for batch in batches:
-        records += batch.num_rows
-        _update(digest, batch)
-    return records, digest.hexdigest()
-
-
-def _produce(producer: Producer, plan: _Plan,
-             batches: Iterator[pa.RecordBatch]) -> tuple[int, str]:
-    digest, records = hashlib.blake2b(digest_size=16), 0
+def _produce(producer: Producer, plan: _Plan, batches: Iterator[pa.RecordBatch]) -> int:
+    """Produce every row (in the open transaction); the number of rows."""
+    records = 0
     produce = producer.produce
     for batch in batches:
         records += batch.num_rows
-        _update(digest, batch)
         cols = _columns(batch)
         values = cols["value"]
         keys = cols.get("key") or [None] * len(values)
@@ -538,7 +548,7 @@ def _produce(producer: Producer, plan: _Plan,
             if h:
                 kwargs["headers"] = [(e["key"], e["value"]) for e in h]
             _wait_and_produce(producer, t or plan.topic, v, k, **kwargs)
-    return records, digest.hexdigest()
+    return records
 
 
 def _wait_and_produce(producer: Producer, topic: str | None, value: Any, key: Any,
@@ -551,11 +561,3 @@ def _wait_and_produce(producer: Producer, topic: str | None, value: Any, key: An
             return
         except BufferError:
             producer.poll(0.05)
-
-
-def _verify(plan: _Plan, task: int, marker: Marker | None, records: int, digest: str) -> None:
-    if marker is not None and (marker.records, marker.digest) != (records, digest):
-        raise SparkError(
-            f"batch {plan.batch_id} task {task} re-runs with other rows ({records}) than it "
-            f"committed ({marker.records}, other digest): the batch's input is not "
-            "deterministic; refusing to write it twice or to lose rows")
