@@ -28,6 +28,7 @@ cases: ``docs/protocol.md``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import warnings
@@ -68,6 +69,7 @@ PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
 _FORBIDDEN = ("transactional.id", "enable.idempotence", "acks")
 _RESULT_SCHEMA = "slot INT, records LONG, skipped BOOLEAN"
 _COLUMNS = ("key", "value", "topic", "partition", "headers")
+_H1, _H2 = "_gs_h1", "_gs_h2"
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,7 @@ class KafkaExactlyOnceWriter:
         """Write one batch; skip the slots an earlier run of this batch committed."""
         started = time.monotonic()
         query_id = self._query_id(df)
-        rows = self._rows(df)
+        rows = _hashes(self._rows(df))
         slots = assign_slots(_content(rows))
         if self._prepared_for != query_id:
             self._prepare(df, query_id, len(slots))
@@ -238,9 +240,8 @@ class KafkaExactlyOnceWriter:
         except GridstreamError:
             raise
         except Exception as exc:
-            lines = str(exc).strip().splitlines()
             raise SparkError(f"exactly-once write of batch {batch_id} failed: "
-                             f"{lines[0] if lines else type(exc).__name__}") from exc
+                             f"{_task_error(exc)}") from exc
         result = BatchResult(batch_id, sum(r.records for r in done if not r.skipped),
                              sum(r.records for r in done if r.skipped), len(slots),
                              time.monotonic() - started)
@@ -303,6 +304,14 @@ class KafkaExactlyOnceWriter:
         self._prepared_for = query_id
 
 
+def _task_error(exc: Exception) -> str:
+    """For the message: the task's own error line (Spark wraps it in its traceback text),
+    else the first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    ours = [line for line in lines if line.startswith("gridstream.errors.")]
+    return (ours or lines or [type(exc).__name__])[0]
+
+
 def _broker_max(admin: AdminClient) -> int | None:
     """The broker's ``transaction.max.timeout.ms`` (None if it cannot be described)."""
     try:
@@ -317,16 +326,22 @@ def _broker_max(admin: AdminClient) -> int | None:
     return int(entry.value) if entry is not None and entry.value else None
 
 
-def _content(rows: DataFrame) -> list[tuple[int, int, int, int]]:
-    """Each partition's rows and two order-free hash sums, in the JVM (one pass)."""
+def _hashes(rows: DataFrame) -> DataFrame:
+    """``rows`` with two hashes of each row (order-free sums of them know a partition)."""
     import pyspark.sql.functions as F
 
     columns = [F.col(c) for c in rows.columns]
-    stats = (rows.select(F.spark_partition_id().alias("p"),
-                         F.xxhash64(*columns).cast("decimal(38,0)").alias("h1"),
-                         F.hash(*columns).cast("decimal(38,0)").alias("h2"))
-             .groupBy("p").agg(F.count(F.lit(1)).alias("n"), F.sum("h1").alias("h1"),
-                               F.sum("h2").alias("h2")).collect())
+    return rows.select("*", F.xxhash64(*columns).alias(_H1), F.hash(*columns).alias(_H2))
+
+
+def _content(hashed: DataFrame) -> list[tuple[int, int, int, int]]:
+    """Each partition's rows and hash sums, in the JVM (one pass)."""
+    import pyspark.sql.functions as F
+
+    stats = (hashed.select(F.spark_partition_id().alias("p"), _H1, _H2).groupBy("p")
+             .agg(F.count(F.lit(1)).alias("n"),
+                  F.sum(F.col(_H1).cast("decimal(38,0)")).alias("h1"),
+                  F.sum(F.col(_H2).cast("decimal(38,0)")).alias("h2")).collect())
     return [(int(r.p), int(r.n), int(r.h1), int(r.h2)) for r in stats]
 
 
@@ -370,10 +385,16 @@ def _close(producer: Producer) -> None:
         producer.close()
 
 
-def _drop_producer(txn_id: str) -> None:
+def _drop_producer(txn_id: str, abort_s: float | None = None) -> None:
+    """Forget (and close) the worker's producer of ``txn_id``; with ``abort_s``, abort
+    its open transaction first if it can (else the next run's init aborts it)."""
     producer = _PRODUCERS.pop(txn_id, None)
-    if producer is not None:
-        _close(producer)
+    if producer is None:
+        return
+    if abort_s is not None:
+        with contextlib.suppress(KafkaException):
+            producer.abort_transaction(abort_s)
+    _close(producer)
 
 
 class _MarkerReader:
@@ -453,25 +474,22 @@ def _run_task(plan: _Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
         producer, marker = _begin(plan, slot, txn_id, key)
         if not decide(marker, plan.batch_id, len(plan.slots), expected, content):
             producer.abort_transaction(plan.timeout_s)
+            _check(plan, content, _sums(batches, None, plan))
             records, skipped = expected, True
         else:
-            records = _produce(producer, plan, batches)
-            if records != expected:
-                raise SparkError(f"batch {plan.batch_id}: a partition counted {expected} "
-                                 f"rows and now has {records}: the input is not "
-                                 "deterministic")
-            done = Marker(plan.query_id, slot, plan.batch_id, len(plan.slots), records,
+            _check(plan, content, _sums(batches, producer, plan))
+            done = Marker(plan.query_id, slot, plan.batch_id, len(plan.slots), expected,
                           content)
             producer.produce(plan.marker_topic, done.encode(), key, partition=marker_partition(
                 plan.query_id, slot, plan.marker_partitions))
             producer.commit_transaction(plan.timeout_s)
-            skipped = False
+            records, skipped = expected, False
     except KafkaException as exc:
-        _drop_producer(txn_id)
+        _drop_producer(txn_id, abort_s=plan.timeout_s)
         raise kafka_error(f"slot {slot} of batch {plan.batch_id} failed", exc,
                           plan.properties.client_config()) from exc
     except BaseException:
-        _drop_producer(txn_id)
+        _drop_producer(txn_id, abort_s=plan.timeout_s)
         raise
     yield pa.RecordBatch.from_pylist([{"slot": slot, "records": records, "skipped": skipped}],
                                      schema=pa.schema([("slot", pa.int32()),
@@ -517,38 +535,50 @@ def _begin(plan: _Plan, slot: int, txn_id: str,
                            "same transactional id is running)", code="_FENCED")
 
 
-def _columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
-    return {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
+def _check(plan: _Plan, content: str, found: str) -> None:
+    if found != content:
+        raise SparkError(f"batch {plan.batch_id}: a partition's rows changed between two "
+                         f"passes over the batch ({content} → {found}): its input is not "
+                         "deterministic; nothing of it was committed")
 
 
-def _produce(producer: Producer, plan: _Plan, batches: Iterator[pa.RecordBatch]) -> int:
-    """Produce every row (in the open transaction); the number of rows."""
-    records = 0
-    produce = producer.produce
+def _sums(batches: Iterator[pa.RecordBatch], producer: Producer | None, plan: _Plan) -> str:
+    """The rows' count and hash sums; with ``producer``, every row is produced too (in
+    its open transaction)."""
+    records = h1 = h2 = 0
     for batch in batches:
         records += batch.num_rows
-        cols = _columns(batch)
-        values = cols["value"]
-        keys = cols.get("key") or [None] * len(values)
-        if len(cols) == 2 or (len(cols) == 1 and "value" in cols):
-            topic = plan.topic
-            if topic is None:
-                raise SparkError("the batch has no 'topic' column and the writer no topic")
-            for k, v in zip(keys, values, strict=True):
-                try:
-                    produce(topic, v, k)
-                except BufferError:
-                    _wait_and_produce(producer, topic, v, k)
-            continue
-        topics = cols.get("topic") or [plan.topic] * len(values)
-        parts = cols.get("partition") or [None] * len(values)
-        heads = cols.get("headers") or [None] * len(values)
-        for k, v, t, p, h in zip(keys, values, topics, parts, heads, strict=True):
-            kwargs: dict[str, Any] = {"partition": -1 if p is None else p}
-            if h:
-                kwargs["headers"] = [(e["key"], e["value"]) for e in h]
-            _wait_and_produce(producer, t or plan.topic, v, k, **kwargs)
-    return records
+        names = batch.schema.names
+        h1 += sum(batch.column(names.index(_H1)).to_pylist())
+        h2 += sum(batch.column(names.index(_H2)).to_pylist())
+        if producer is not None:
+            _produce(producer, plan, {name: batch.column(i).to_pylist()
+                                      for i, name in enumerate(names) if name in _COLUMNS})
+    return f"{records}:{h1:x}:{h2:x}"
+
+
+def _produce(producer: Producer, plan: _Plan, cols: dict[str, list[Any]]) -> None:
+    values = cols["value"]
+    keys = cols.get("key") or [None] * len(values)
+    if set(cols) <= {"key", "value"}:
+        topic = plan.topic
+        if topic is None:
+            raise SparkError("the batch has no 'topic' column and the writer no topic")
+        produce = producer.produce
+        for k, v in zip(keys, values, strict=True):
+            try:
+                produce(topic, v, k)
+            except BufferError:
+                _wait_and_produce(producer, topic, v, k)
+        return
+    topics = cols.get("topic") or [plan.topic] * len(values)
+    parts = cols.get("partition") or [None] * len(values)
+    heads = cols.get("headers") or [None] * len(values)
+    for k, v, t, p, h in zip(keys, values, topics, parts, heads, strict=True):
+        kwargs: dict[str, Any] = {"partition": -1 if p is None else p}
+        if h:
+            kwargs["headers"] = [(e["key"], e["value"]) for e in h]
+        _wait_and_produce(producer, t or plan.topic, v, k, **kwargs)
 
 
 def _wait_and_produce(producer: Producer, topic: str | None, value: Any, key: Any,
