@@ -45,20 +45,22 @@ def main(argv: list[str]) -> int:
         stream = stream.trigger(availableNow=True)
     else:
         stream = stream.trigger(processingTime=args.trigger)
-    query = stream.start()
-    last = None
-    while query.isActive:
-        progress = query.lastProgress
-        if progress is not None and progress.get("batchId") != last:
-            last = progress.get("batchId")
-            print(f"batch {last}: {progress.get('numInputRows')} rows", flush=True)
-        time.sleep(0.1)
-    if query.exception() is not None:
-        print(f"FAILED: {query.exception()}", flush=True)
-        return 1
-    print("finished", flush=True)
-    spark.stop()
-    return 0
+    try:
+        query = stream.start()
+        last = None
+        while query.isActive:
+            progress = query.lastProgress
+            if progress is not None and progress.get("batchId") != last:
+                last = progress.get("batchId")
+                print(f"batch {last}: {progress.get('numInputRows')} rows", flush=True)
+            time.sleep(0.1)
+        if query.exception() is not None:
+            print(f"FAILED: {query.exception()}", flush=True)
+            return 1
+        print("finished", flush=True)
+        return 0
+    finally:
+        spark.stop()
 
 
 if __name__ == "__main__":

@@ -112,10 +112,12 @@ def crash_copy(sink: str, bootstrap: str, source: str, target: str, tmp: Path, *
                 lines.put(line)
 
         threading.Thread(target=pump, daemon=True).start()
-        _await_batch(process, lines, seen)
-        time.sleep(rng.uniform(0.0, 2.5))
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(60)
+        try:
+            _await_batch(process, lines, seen)
+            time.sleep(rng.uniform(0.0, 2.5))
+        finally:  # killed whatever happened: no driver outlives the test
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(60)
         done += 1
     final = subprocess.run(_command(sink, bootstrap, source, target, ckpt, "available_now"),
                            cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
