@@ -83,6 +83,7 @@ class _Writer:
     def __init__(self) -> None:
         self.writer = KafkaExactlyOnceWriter(BOOTSTRAP, name="bench", query_id=uuid.uuid4().hex)
         self.batch_id = 0
+        self.counting: list[float] = []
 
     def __call__(self, spark: Any, source: str, target: str) -> float:
         import pyspark.sql.functions as F
@@ -90,6 +91,7 @@ class _Writer:
         rows = _source(spark, source).withColumn("topic", F.lit(target))
         seconds = timed(lambda: self.writer(rows, self.batch_id))
         self.batch_id += 1
+        self.counting.append(self.writer.results[-1].counting_s)
         return seconds
 
 
@@ -142,6 +144,7 @@ def main() -> int:
             "writer_rows_per_s": round(args.rows / min(runs["writer"])),
             "writer_vs_spark_sink": round(min(runs["spark"]) / min(runs["writer"]), 3),
         },
+        "writer_counting_pass_s": [round(s, 2) for s in writer.counting[1:]],
         "spark_sink_s": [round(s, 2) for s in runs["spark"]],
         "writer_s": [round(s, 2) for s in runs["writer"]],
     }

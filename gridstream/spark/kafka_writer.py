@@ -119,6 +119,8 @@ class BatchResult:
     skipped: int
     slots: int
     seconds: float
+    counting_s: float = 0.0
+    """Of ``seconds``, the JVM pass that ranks the partitions into slots."""
 
 
 class KafkaExactlyOnceWriter:
@@ -161,6 +163,7 @@ class KafkaExactlyOnceWriter:
         query_id = self._query_id(df)
         rows = _hashes(self._rows(df))
         slots = assign_slots(_content(rows))
+        counted = time.monotonic()
         if self._prepared_for != query_id:
             self._prepare(df, query_id, len(slots))
         plan = SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
@@ -175,7 +178,7 @@ class KafkaExactlyOnceWriter:
                              f"{_task_error(exc)}") from exc
         result = BatchResult(batch_id, sum(r.records for r in done if not r.skipped),
                              sum(r.records for r in done if r.skipped), len(slots),
-                             time.monotonic() - started)
+                             time.monotonic() - started, counted - started)
         self.results.append(result)
         log.info("writer %s batch %d: %d rows written, %d skipped (committed earlier)",
                  self.name, batch_id, result.written, result.skipped)
