@@ -4,8 +4,8 @@ Spark's own Kafka sink is at-least-once: a batch re-run after a crash is written
 ``KafkaExactlyOnceWriter`` is a ``foreachBatch`` function that writes each batch's rows
 from the executors (``mapInArrow``, one producer per task) in Kafka transactions.
 
-Spark does not keep a re-run batch's rows in the same partitions (its Kafka source
-orders a batch's topic-partitions differently after a restart), so a task is known by
+Spark does not keep a re-run batch's rows in the same partitions (its Kafka source may
+order a batch's topic-partitions differently after a restart), so a task is known by
 its *content*: a first, JVM-only pass counts each partition's rows and sums two hashes
 of them; the non-empty partitions, ranked by (count, hashes), get *slots* 0..n-1 — the
 same slots for the same rows in any run. Then slot ``s``:
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -148,7 +149,8 @@ class KafkaExactlyOnceWriter:
                                 "transaction.timeout.ms": transaction_timeout_ms})
         self._prepared_for: str | None = None
         self._partitions = 0
-        self.results: list[BatchResult] = []
+        self.results: deque[BatchResult] = deque(maxlen=1000)
+        """The last batches' results (oldest first)."""
 
     def __repr__(self) -> str:
         return (f"KafkaExactlyOnceWriter(name={self.name!r}, topic={self.topic!r}, "
