@@ -133,7 +133,8 @@ class KafkaExactlyOnceWriter:
                  properties: Mapping[str, Any] | None = None,
                  marker_topic: str = DEFAULT_MARKER_TOPIC, marker_partitions: int = 8,
                  transaction_timeout_ms: int = 60_000, trigger: str | None = None,
-                 query_id: str | None = None, timeout_s: float = 30.0) -> None:
+                 query_id: str | None = None, timeout_s: float = 30.0,
+                 cache_batch: bool = True) -> None:
         if not name or "/" in name:
             raise ConfigError("the writer needs a name without '/'")
         bad = sorted(set(_FORBIDDEN) & set(properties or {}))
@@ -142,7 +143,7 @@ class KafkaExactlyOnceWriter:
         check_transaction_timeout(transaction_timeout_ms, trigger)
         self.name, self.topic, self.query_id = name, topic, query_id
         self.marker_topic, self.marker_partitions = marker_topic, marker_partitions
-        self.timeout_s = timeout_s
+        self.timeout_s, self.cache_batch = timeout_s, cache_batch
         self.transaction_timeout_ms = transaction_timeout_ms
         self.properties = KafkaProperties(properties).layered(
             PRODUCER_DEFAULTS, {"bootstrap.servers": bootstrap_servers,
@@ -164,6 +165,18 @@ class KafkaExactlyOnceWriter:
         started = time.monotonic()
         query_id = self._query_id(df)
         rows = _hashes(self._rows(df))
+        if self.cache_batch:  # the ranking pass fills it, the write pass reads it
+            from pyspark import StorageLevel
+
+            rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            return self._write(rows, df, query_id, batch_id, started)
+        finally:
+            if self.cache_batch:
+                rows.unpersist()
+
+    def _write(self, rows: DataFrame, df: DataFrame, query_id: str, batch_id: int,
+               started: float) -> BatchResult:
         slots = assign_slots(_content(rows))
         counted = time.monotonic()
         if self._prepared_for != query_id:
