@@ -1,5 +1,6 @@
 """Spark: the session with the pinned connectors, and the store pipelines.
 
+``KafkaExactlyOnceWriter`` writes micro-batches to Kafka exactly once (``foreachBatch``).
 Store pipelines read the mirror's Kafka topics with Structured Streaming, decode the
 operation envelopes in the JVM, and apply them idempotently (by version) to Cassandra,
 a SQL database, a Parquet change log or a Delta current-state table.
@@ -16,6 +17,7 @@ from gridstream.spark.config import (
 )
 from gridstream.spark.dead_letter import ErrorPolicy
 from gridstream.spark.envelope import MalformedEnvelopeError, decode_envelopes
+from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
 from gridstream.spark.pipeline import BatchReport, StorePipeline
 from gridstream.spark.runner import PipelineRunner, RestartPolicy
 from gridstream.spark.session import DEFAULT_CONF, DELTA_CONF, get_spark
@@ -41,6 +43,7 @@ __all__ = [
     "DeltaSink",
     "DeltaSinkConfig",
     "ErrorPolicy",
+    "KafkaExactlyOnceWriter",
     "MalformedEnvelopeError",
     "ParquetSink",
     "ParquetSinkConfig",

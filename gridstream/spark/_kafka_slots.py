@@ -1,0 +1,352 @@
+"""The exactly-once Kafka writer's executor side: commit markers, slots' producers,
+and the task that writes (or skips) one slot (see ``kafka_writer``)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from gridstream.errors import ConfigError, KafkaClientError, SparkError
+from gridstream.kafka import KafkaProperties
+from gridstream.kafka.errors import error_of, kafka_error
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["COLUMNS", "H1", "H2", "Marker", "SlotPlan", "close_producer", "decide",
+           "marker_key", "marker_partition", "new_producer", "run_task", "transactional_id"]
+
+COLUMNS = ("key", "value", "topic", "partition", "headers")
+"""The columns of Spark's Kafka sink that a row may have."""
+H1, H2 = "_gs_h1", "_gs_h2"
+"""The two row hashes the driver adds (their sums are a partition's content)."""
+
+
+@dataclass(frozen=True)
+class Marker:
+    """What a committed slot wrote: batch ``batch`` had ``slots`` slots; this one
+    ``records`` rows, whose count and hash sums are ``content``."""
+
+    query: str
+    slot: int
+    batch: int
+    slots: int
+    records: int
+    content: str
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"query": self.query, "slot": self.slot, "batch": self.batch,
+                             "slots": self.slots, "records": self.records,
+                             "content": self.content, "ts": int(time.time() * 1000)})
+
+    @classmethod
+    def decode(cls, value: bytes) -> Marker:
+        try:
+            raw = orjson.loads(value)
+            return cls(str(raw["query"]), int(raw["slot"]), int(raw["batch"]),
+                       int(raw["slots"]), int(raw["records"]), str(raw["content"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise SparkError("malformed commit marker in the marker topic") from exc
+
+
+def marker_key(query_id: str, slot: int) -> bytes:
+    return f"{query_id}/{slot}".encode()
+
+
+def marker_partition(query_id: str, slot: int, partitions: int) -> int:
+    """Consecutive slots of a query on consecutive partitions (no shared waits)."""
+    return (zlib.crc32(query_id.encode()) + slot) % max(partitions, 1)
+
+
+def transactional_id(prefix: str, slot: int) -> str:
+    return f"{prefix}-{slot}"
+
+
+def decide(marker: Marker | None, batch_id: int, slots: int, records: int,
+           content: str) -> bool:
+    """Whether the slot must write (True) or was committed by an earlier run (False).
+    A marker ahead of the batch, or of this batch with other rows, is refused."""
+    if marker is None or marker.batch < batch_id:
+        return True
+    if marker.batch > batch_id:
+        raise SparkError(
+            f"slot {marker.slot} of query {marker.query} committed batch {marker.batch}, "
+            f"but Spark is running batch {batch_id}: the checkpoint was rolled back or "
+            "copied; give the query a new checkpoint (a new query id) instead")
+    if (marker.slots, marker.records, marker.content) != (slots, records, content):
+        raise SparkError(
+            f"batch {batch_id} re-runs with other rows than it committed (slot "
+            f"{marker.slot}: {records} rows in {slots} slots, committed {marker.records} "
+            f"in {marker.slots}): its input is not deterministic; refusing to write rows "
+            "twice or to lose them")
+    return False
+
+
+@dataclass(frozen=True)
+class SlotPlan:
+    """Everything a task needs (pickled to the executors; its repr hides secrets)."""
+
+    properties: KafkaProperties = field(repr=False)
+    topic: str | None
+    marker_topic: str
+    marker_partitions: int
+    query_id: str
+    prefix: str
+    batch_id: int
+    slots: Mapping[int, tuple[int, str]]
+    timeout_s: float
+
+
+
+_PRODUCERS: dict[str, Producer] = {}
+"""Initialised producers of this Python worker by transactional id (workers are reused;
+a producer another worker fenced since is found out before any row is taken)."""
+_READERS: dict[tuple[str, str, int], _MarkerReader] = {}
+
+
+def new_producer(properties: KafkaProperties, txn_id: str, timeout_s: float) -> Producer:
+    config = {**properties.client_config(), "transactional.id": txn_id}
+    try:
+        producer = Producer(config)
+    except KafkaException as exc:
+        raise kafka_error("invalid kafka producer configuration", exc, config) from exc
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            producer.init_transactions(timeout_s)
+            return producer
+        except KafkaException as exc:
+            err = error_of(exc)
+            if err is not None and err.name() == "INVALID_TRANSACTION_TIMEOUT":
+                producer.close()
+                raise ConfigError("the broker refuses transaction.timeout.ms (above its "
+                                  "transaction.max.timeout.ms)") from exc
+            if err is None or not err.retriable() or time.monotonic() > deadline:
+                producer.close()
+                raise kafka_error(f"cannot initialize transactions of {txn_id}", exc,
+                                  config) from exc
+            time.sleep(0.2)
+
+
+def close_producer(producer: Producer) -> None:
+    with warnings.catch_warnings():
+        # a fenced or failed producer warns that it cannot abort on close
+        warnings.simplefilter("ignore", RuntimeWarning)
+        producer.purge(in_queue=True, in_flight=True, blocking=False)
+        producer.close()
+
+
+def _drop_producer(txn_id: str, abort_s: float | None = None) -> None:
+    """Forget (and close) the worker's producer of ``txn_id``; with ``abort_s``, abort
+    its open transaction first if it can (else the next run's init aborts it)."""
+    producer = _PRODUCERS.pop(txn_id, None)
+    if producer is None:
+        return
+    if abort_s is not None:
+        with contextlib.suppress(KafkaException):
+            producer.abort_transaction(abort_s)
+    close_producer(producer)
+
+
+class _MarkerReader:
+    """Committed markers of one marker partition, read incrementally."""
+
+    def __init__(self, config: Mapping[str, Any], topic: str, partition: int) -> None:
+        base = {k: v for k, v in config.items() if k.startswith((
+            "bootstrap.", "security.", "sasl.", "ssl.", "client.", "socket.", "broker."))}
+        base.update({"group.id": "gridstream-spark-markers", "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest", "enable.partition.eof": False})
+        self.committed = Consumer({**base, "isolation.level": "read_committed"})
+        self.ends = Consumer({**base, "isolation.level": "read_uncommitted"})
+        self.tp = TopicPartition(topic, partition)
+        self.next_offset: int | None = None
+        self.values: dict[bytes, bytes] = {}
+
+    def get(self, key: bytes, timeout_s: float) -> Marker | None:
+        """The last committed marker under ``key``, reading to the partition's real end
+        (an open transaction there is waited for, up to ``timeout_s``)."""
+        low, high = self.ends.get_watermark_offsets(self.tp, timeout=timeout_s, cached=False)
+        start = low if self.next_offset is None else max(self.next_offset, low)
+        if start < high:
+            self.committed.assign([TopicPartition(self.tp.topic, self.tp.partition, start)])
+            deadline = time.monotonic() + timeout_s
+            position = start
+            while position < high:
+                for msg in self.committed.consume(1000, timeout=0.2):
+                    if msg.error() is not None:
+                        raise KafkaException(msg.error())
+                    k, v = msg.key(), msg.value()
+                    if k is not None and v is not None:
+                        self.values[k] = v
+                    elif k is not None:  # a tombstone: no marker
+                        self.values.pop(k, None)
+                position = self.committed.position([self.tp])[0].offset
+                if time.monotonic() > deadline:
+                    raise SparkError(
+                        f"cannot read marker partition {self.tp.partition} of "
+                        f"{self.tp.topic!r} to its end ({position} of {high}) within "
+                        f"{timeout_s:g}s: a transaction left open there by a crashed "
+                        "writer of another query blocks it until its timeout")
+        self.next_offset = max(high, start)
+        value = self.values.get(key)
+        return None if value is None else Marker.decode(value)
+
+
+def _reader(plan: SlotPlan, slot: int) -> _MarkerReader:
+    partition = marker_partition(plan.query_id, slot, plan.marker_partitions)
+    key = (str(plan.properties.get_str("bootstrap.servers")), plan.marker_topic, partition)
+    reader = _READERS.get(key)
+    if reader is None:
+        reader = _READERS[key] = _MarkerReader(plan.properties.client_config(),
+                                               plan.marker_topic, partition)
+    return reader
+
+
+def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One Spark task: write its slot's rows and marker in one transaction, or skip them
+    when an earlier run committed them."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        raise SparkError("the exactly-once writer must run inside a Spark task")
+    found = plan.slots.get(context.partitionId())
+    if found is None:  # empty when counted: must still be
+        if any(batch.num_rows for batch in batches):
+            raise SparkError(f"batch {plan.batch_id}: a partition counted empty has rows "
+                             "now: the batch's input is not deterministic")
+        return
+    slot, content = found
+    expected = int(content.split(":", 1)[0])
+    txn_id = transactional_id(plan.prefix, slot)
+    key = marker_key(plan.query_id, slot)
+    try:
+        producer, marker = _begin(plan, slot, txn_id, key)
+        if not decide(marker, plan.batch_id, len(plan.slots), expected, content):
+            producer.abort_transaction(plan.timeout_s)
+            _check(plan, content, _sums(batches, None, plan))
+            records, skipped = expected, True
+        else:
+            _check(plan, content, _sums(batches, producer, plan))
+            done = Marker(plan.query_id, slot, plan.batch_id, len(plan.slots), expected,
+                          content)
+            producer.produce(plan.marker_topic, done.encode(), key, partition=marker_partition(
+                plan.query_id, slot, plan.marker_partitions))
+            producer.commit_transaction(plan.timeout_s)
+            records, skipped = expected, False
+    except KafkaException as exc:
+        _drop_producer(txn_id, abort_s=plan.timeout_s)
+        raise kafka_error(f"slot {slot} of batch {plan.batch_id} failed", exc,
+                          plan.properties.client_config()) from exc
+    except BaseException:
+        _drop_producer(txn_id, abort_s=plan.timeout_s)
+        raise
+    yield pa.RecordBatch.from_pylist([{"slot": slot, "records": records, "skipped": skipped}],
+                                     schema=pa.schema([("slot", pa.int32()),
+                                                       ("records", pa.int64()),
+                                                       ("skipped", pa.bool_())]))
+
+
+def _begin(plan: SlotPlan, slot: int, txn_id: str,
+           key: bytes) -> tuple[Producer, Marker | None]:
+    """A producer with an open transaction that nobody has fenced, and the slot's last
+    committed marker, read after this producer's id was last initialised."""
+    for _ in range(3):
+        producer = _PRODUCERS.get(txn_id)
+        fresh = producer is None
+        if producer is None:
+            producer = _PRODUCERS[txn_id] = new_producer(plan.properties, txn_id,
+                                                         plan.timeout_s)
+        marker = _reader(plan, slot).get(key, plan.timeout_s)
+        # a probe: registers the marker partition now, so a cached producer that another
+        # worker fenced fails before a row is taken (an unchanged marker value)
+        errors: list[Any] = []
+        try:
+            producer.begin_transaction()
+            producer.produce(
+                plan.marker_topic, marker.encode() if marker is not None else None, key,
+                partition=marker_partition(plan.query_id, slot, plan.marker_partitions))
+            # a fenced producer raises here (_FENCED); no delivery callback, which
+            # confluent-kafka would call with that exception pending
+            if producer.flush(plan.timeout_s):
+                errors.append(KafkaClientError("the probe was not delivered in time",
+                                               code="_TIMED_OUT", retriable=True))
+        except KafkaException as exc:
+            errors.append(exc)
+        if not errors:
+            return producer, marker
+        _drop_producer(txn_id)
+        if fresh:
+            if isinstance(errors[0], KafkaClientError):
+                raise errors[0]
+            raise kafka_error(f"slot {slot}: the transaction could not start", errors[0],
+                              plan.properties.client_config()) from errors[0]
+    raise KafkaClientError(f"slot {slot}: fenced again and again (another writer of the "
+                           "same transactional id is running)", code="_FENCED")
+
+
+def _check(plan: SlotPlan, content: str, found: str) -> None:
+    if found != content:
+        raise SparkError(f"batch {plan.batch_id}: a partition's rows changed between two "
+                         f"passes over the batch ({content} → {found}): its input is not "
+                         "deterministic; nothing of it was committed")
+
+
+def _sums(batches: Iterator[pa.RecordBatch], producer: Producer | None, plan: SlotPlan) -> str:
+    """The rows' count and hash sums; with ``producer``, every row is produced too (in
+    its open transaction)."""
+    records = h1 = h2 = 0
+    for batch in batches:
+        records += batch.num_rows
+        names = batch.schema.names
+        h1 += sum(batch.column(names.index(H1)).to_pylist())
+        h2 += sum(batch.column(names.index(H2)).to_pylist())
+        if producer is not None:
+            _produce(producer, plan, {name: batch.column(i).to_pylist()
+                                      for i, name in enumerate(names) if name in COLUMNS})
+    return f"{records}:{h1:x}:{h2:x}"
+
+
+def _produce(producer: Producer, plan: SlotPlan, cols: dict[str, list[Any]]) -> None:
+    values = cols["value"]
+    keys = cols.get("key") or [None] * len(values)
+    if set(cols) <= {"key", "value"}:
+        topic = plan.topic
+        if topic is None:
+            raise SparkError("the batch has no 'topic' column and the writer no topic")
+        produce = producer.produce
+        for k, v in zip(keys, values, strict=True):
+            try:
+                produce(topic, v, k)
+            except BufferError:
+                _wait_and_produce(producer, topic, v, k)
+        return
+    topics = cols.get("topic") or [plan.topic] * len(values)
+    parts = cols.get("partition") or [None] * len(values)
+    heads = cols.get("headers") or [None] * len(values)
+    for k, v, t, p, h in zip(keys, values, topics, parts, heads, strict=True):
+        kwargs: dict[str, Any] = {"partition": -1 if p is None else p}
+        if h:
+            kwargs["headers"] = [(e["key"], e["value"]) for e in h]
+        _wait_and_produce(producer, t or plan.topic, v, k, **kwargs)
+
+
+def _wait_and_produce(producer: Producer, topic: str | None, value: Any, key: Any,
+                      **kwargs: Any) -> None:
+    if topic is None:
+        raise SparkError("a row has no topic and the writer no default topic")
+    while True:
+        try:
+            producer.produce(topic, value, key, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)

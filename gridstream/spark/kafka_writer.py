@@ -1,0 +1,294 @@
+"""Exactly-once writes from Spark micro-batches to Kafka (``foreachBatch``).
+
+Spark's own Kafka sink is at-least-once: a batch re-run after a crash is written again.
+``KafkaExactlyOnceWriter`` is a ``foreachBatch`` function that writes each batch's rows
+from the executors (``mapInArrow``, one producer per task) in Kafka transactions.
+
+Spark does not keep a re-run batch's rows in the same partitions (its Kafka source may
+order a batch's topic-partitions differently after a restart), so a task is known by
+its *content*: a first, JVM-only pass counts each partition's rows and sums two hashes
+of them; the non-empty partitions, ranked by (count, hashes), get *slots* 0..n-1 — the
+same slots for the same rows in any run. Then slot ``s``:
+
+- writes its rows and a *commit marker* — key ``<query id>/<s>``, value: batch id, slot
+  count, rows, content hash — in ONE transaction, the marker to a compacted topic;
+- uses the transactional id ``<prefix>-<s>`` (prefix from the writer's name and the
+  query's id, which lives in the checkpoint; never the attempt number), so any later
+  producer of the slot fences an earlier one and aborts what it left open;
+- after ``init_transactions`` reads its marker ``read_committed``: a marker for this
+  batch (same content) means an earlier run committed it: skipped, never written twice;
+- on its first batch the driver initialises every slot's id, aborting transactions left
+  open by an earlier run before any task starts.
+
+Assumption: a batch id always holds the same rows (true for Kafka sources, whose
+offsets for each batch are in the checkpoint). A re-run whose rows differ is refused
+(``SparkError``), never silently duplicated or dropped. The protocol and its crash
+cases: ``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._resource import ResourceType
+
+from gridstream.errors import ConfigError, GridstreamError, SparkError
+from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics
+from gridstream.kafka.errors import kafka_error
+from gridstream.spark._kafka_slots import (
+    COLUMNS,
+    H1,
+    H2,
+    Marker,
+    SlotPlan,
+    close_producer,
+    decide,
+    marker_partition,
+    new_producer,
+    run_task,
+    transactional_id,
+)
+from gridstream.spark.config import parse_trigger
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["DEFAULT_MARKER_TOPIC", "PRODUCER_DEFAULTS", "BatchResult",
+           "KafkaExactlyOnceWriter", "Marker", "assign_slots", "check_transaction_timeout",
+           "decide", "marker_partition", "transactional_id"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MARKER_TOPIC = "__gridstream_spark_markers"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+"""The local property Spark sets to the streaming query's id (stable in the checkpoint)."""
+PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
+    "acks": "all", "enable.idempotence": True, "compression.type": "lz4",
+    "linger.ms": 5, "partitioner": "murmur2_random",
+}
+"""Under the user's properties (murmur2: the partitions Java producers pick)."""
+_FORBIDDEN = ("transactional.id", "enable.idempotence", "acks")
+_RESULT_SCHEMA = "slot INT, records LONG, skipped BOOLEAN"
+
+
+def assign_slots(stats: list[tuple[int, int, int, int]]) -> dict[int, tuple[int, str]]:
+    """``(partition, rows, hash1, hash2)`` of each partition → ``{partition: (slot,
+    content)}`` for the non-empty ones, slots ranked by content (ties: equal rows)."""
+    ranked = sorted((rows, h1, h2, part) for part, rows, h1, h2 in stats if rows > 0)
+    return {part: (slot, f"{rows}:{h1:x}:{h2:x}")
+            for slot, (rows, h1, h2, part) in enumerate(ranked)}
+
+
+def check_transaction_timeout(timeout_ms: int, trigger: str | None,
+                              broker_max_ms: int | None = None) -> None:
+    """``ConfigError`` unless ``timeout_ms`` exceeds twice the trigger interval and fits
+    under the broker's ``transaction.max.timeout.ms``."""
+    if timeout_ms <= 0:
+        raise ConfigError("transaction.timeout.ms must be positive")
+    if trigger is not None:
+        try:
+            parsed = parse_trigger(trigger)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        interval = parsed.get("processingTime")
+        interval_ms = int(interval.split()[0]) if isinstance(interval, str) else 0
+        if timeout_ms <= 2 * interval_ms:
+            raise ConfigError(
+                f"transaction.timeout.ms ({timeout_ms}) must exceed twice the trigger "
+                f"interval ({interval_ms} ms): a task's transaction lasts up to one batch, "
+                "and the broker aborts it after the timeout (the batch then fails)")
+    if broker_max_ms is not None and timeout_ms > broker_max_ms:
+        raise ConfigError(
+            f"transaction.timeout.ms ({timeout_ms}) exceeds the broker's "
+            f"transaction.max.timeout.ms ({broker_max_ms}); lower it or raise the broker's")
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What one batch did: rows written, and rows of slots an earlier run committed."""
+
+    batch_id: int
+    written: int
+    skipped: int
+    slots: int
+    seconds: float
+    counting_s: float = 0.0
+    """Of ``seconds``, the JVM pass that ranks the partitions into slots."""
+
+
+class KafkaExactlyOnceWriter:
+    """``df.writeStream.foreachBatch(KafkaExactlyOnceWriter(...))``: each batch's rows
+    (``value``; optional ``key``, ``topic``, ``partition``, ``headers`` — the columns of
+    Spark's Kafka sink) go to Kafka exactly once for ``read_committed`` consumers."""
+
+    def __init__(self, bootstrap_servers: str, *, name: str, topic: str | None = None,
+                 properties: Mapping[str, Any] | None = None,
+                 marker_topic: str = DEFAULT_MARKER_TOPIC, marker_partitions: int = 8,
+                 transaction_timeout_ms: int = 60_000, trigger: str | None = None,
+                 query_id: str | None = None, timeout_s: float = 30.0,
+                 cache_batch: bool = True) -> None:
+        if not name or "/" in name:
+            raise ConfigError("the writer needs a name without '/'")
+        bad = sorted(set(_FORBIDDEN) & set(properties or {}))
+        if bad:
+            raise ConfigError(f"the exactly-once writer sets {', '.join(bad)} itself")
+        check_transaction_timeout(transaction_timeout_ms, trigger)
+        self.name, self.topic, self.query_id = name, topic, query_id
+        self.marker_topic, self.marker_partitions = marker_topic, marker_partitions
+        self.timeout_s, self.cache_batch = timeout_s, cache_batch
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.properties = KafkaProperties(properties).layered(
+            PRODUCER_DEFAULTS, {"bootstrap.servers": bootstrap_servers,
+                                "transaction.timeout.ms": transaction_timeout_ms})
+        self._prepared_for: str | None = None
+        self._partitions = 0
+        self.results: deque[BatchResult] = deque(maxlen=1000)
+        """The last batches' results (oldest first)."""
+
+    def __repr__(self) -> str:
+        return (f"KafkaExactlyOnceWriter(name={self.name!r}, topic={self.topic!r}, "
+                f"properties={self.properties!r})")
+
+    def __call__(self, df: DataFrame, batch_id: int) -> BatchResult:
+        return self.write(df, batch_id)
+
+    def write(self, df: DataFrame, batch_id: int) -> BatchResult:
+        """Write one batch; skip the slots an earlier run of this batch committed."""
+        started = time.monotonic()
+        query_id = self._query_id(df)
+        rows = _hashes(self._rows(df))
+        if self.cache_batch:  # the ranking pass fills it, the write pass reads it
+            from pyspark import StorageLevel
+
+            rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            return self._write(rows, df, query_id, batch_id, started)
+        finally:
+            if self.cache_batch:
+                rows.unpersist()
+
+    def _write(self, rows: DataFrame, df: DataFrame, query_id: str, batch_id: int,
+               started: float) -> BatchResult:
+        slots = assign_slots(_content(rows))
+        counted = time.monotonic()
+        if self._prepared_for != query_id:
+            self._prepare(df, query_id, len(slots))
+        plan = SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
+                     query_id, self._prefix(query_id), batch_id, slots, self.timeout_s)
+        try:
+            done = rows.mapInArrow(lambda batches: run_task(plan, iter(batches)),
+                                   _RESULT_SCHEMA).collect()
+        except GridstreamError:
+            raise
+        except Exception as exc:
+            raise SparkError(f"exactly-once write of batch {batch_id} failed: "
+                             f"{_task_error(exc)}") from exc
+        result = BatchResult(batch_id, sum(r.records for r in done if not r.skipped),
+                             sum(r.records for r in done if r.skipped), len(slots),
+                             time.monotonic() - started, counted - started)
+        self.results.append(result)
+        log.info("writer %s batch %d: %d rows written, %d skipped (committed earlier)",
+                 self.name, batch_id, result.written, result.skipped)
+        return result
+
+    def _prefix(self, query_id: str) -> str:
+        return f"gridstream-spark-{self.name}-{query_id}"
+
+    def transactional_id(self, query_id: str, slot: int) -> str:
+        """The transactional id of slot ``slot`` of the query ``query_id``."""
+        return transactional_id(self._prefix(query_id), slot)
+
+    def _query_id(self, df: DataFrame) -> str:
+        if self.query_id:
+            return self.query_id
+        found = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        if not found:
+            raise ConfigError("no streaming query id: use the writer in foreachBatch of a "
+                              "streaming query, or pass query_id")
+        return str(found)
+
+    def _rows(self, df: DataFrame) -> DataFrame:
+        import pyspark.sql.functions as F
+
+        if "value" not in df.columns:
+            raise ConfigError("the batch has no 'value' column")
+        if "topic" not in df.columns and self.topic is None:
+            raise ConfigError("the batch has no 'topic' column and the writer no topic")
+        casts = {"key": "binary", "value": "binary", "topic": "string", "partition": "int"}
+        return df.select(*[F.col(c).cast(casts[c]).alias(c) if c in casts else F.col(c)
+                           for c in COLUMNS if c in df.columns])
+
+    def _prepare(self, df: DataFrame, query_id: str, slots: int) -> None:
+        """First batch: refuse speculation, check the timeout against the broker, create
+        the marker topic, and fence every slot's id of an earlier run."""
+        speculation = df.sparkSession.sparkContext.getConf().get("spark.speculation", "false")
+        if str(speculation).strip().lower() == "true":
+            raise ConfigError("spark.speculation=true would run a task twice at once, each "
+                              "fencing the other; disable it for exactly-once Kafka writes")
+        config = self.properties.client_config()
+        try:
+            admin = AdminClient({k: v for k, v in config.items() if k not in (
+                "transaction.timeout.ms", "acks", "enable.idempotence", "compression.type",
+                "linger.ms", "partitioner")})
+        except KafkaException as exc:
+            raise kafka_error("invalid kafka client configuration", exc, config) from exc
+        check_transaction_timeout(self.transaction_timeout_ms, None, _broker_max(admin))
+        ensure_topics(admin, [TopicSpec(self.marker_topic, self.marker_partitions, -1, {
+            "cleanup.policy": "compact", "segment.ms": "600000",
+            "min.cleanable.dirty.ratio": "0.1"})], self.timeout_s)
+        meta = admin.list_topics(self.marker_topic, timeout=self.timeout_s)
+        self._partitions = len(meta.topics[self.marker_topic].partitions)
+        prefix = self._prefix(query_id)
+        for slot in range(max(slots, 1)):
+            close_producer(new_producer(self.properties, transactional_id(prefix, slot),
+                                 self.timeout_s))
+        self._prepared_for = query_id
+
+
+def _task_error(exc: Exception) -> str:
+    """For the message: the task's own error line (Spark wraps it in its traceback text),
+    else the first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    ours = [line for line in lines if line.startswith("gridstream.errors.")]
+    return (ours or lines or [type(exc).__name__])[0]
+
+
+def _broker_max(admin: AdminClient) -> int | None:
+    """The broker's ``transaction.max.timeout.ms`` (None if it cannot be described)."""
+    try:
+        brokers = admin.list_topics(timeout=30).brokers
+        resource = ConfigResource(ResourceType.BROKER, str(next(iter(brokers))))
+        configs = admin.describe_configs([resource])[resource].result(30)
+    except (KafkaException, StopIteration) as exc:
+        log.warning("cannot read the broker's transaction.max.timeout.ms: %s",
+                    type(exc).__name__)
+        return None
+    entry = configs.get("transaction.max.timeout.ms")
+    return int(entry.value) if entry is not None and entry.value else None
+
+
+def _hashes(rows: DataFrame) -> DataFrame:
+    """``rows`` with two hashes of each row (order-free sums of them know a partition)."""
+    import pyspark.sql.functions as F
+
+    columns = [F.col(c) for c in rows.columns]
+    return rows.select("*", F.xxhash64(*columns).alias(H1), F.hash(*columns).alias(H2))
+
+
+def _content(hashed: DataFrame) -> list[tuple[int, int, int, int]]:
+    """Each partition's rows and hash sums, in the JVM (one pass)."""
+    import pyspark.sql.functions as F
+
+    stats = (hashed.select(F.spark_partition_id().alias("p"), H1, H2).groupBy("p")
+             .agg(F.count(F.lit(1)).alias("n"),
+                  F.sum(F.col(H1).cast("decimal(38,0)")).alias("h1"),
+                  F.sum(F.col(H2).cast("decimal(38,0)")).alias("h2")).collect())
+    return [(int(r.p), int(r.n), int(r.h1), int(r.h2)) for r in stats]

@@ -1,0 +1,125 @@
+"""The exactly-once Kafka writer's pure logic: markers, slots, decisions, checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from gridstream.errors import ConfigError, SparkError
+from gridstream.spark.kafka_writer import (
+    KafkaExactlyOnceWriter,
+    Marker,
+    assign_slots,
+    check_transaction_timeout,
+    decide,
+    marker_partition,
+    transactional_id,
+)
+
+CONTENT = "10:ab:cd"
+
+
+def _marker(batch: int, slots: int = 4, records: int = 10) -> Marker:
+    return Marker("q-1", 2, batch, slots, records, CONTENT)
+
+
+def test_marker_round_trips() -> None:
+    marker = _marker(7)
+    assert Marker.decode(marker.encode()) == marker
+
+
+@pytest.mark.parametrize("value", [b"not json", b"{}", b'{"query": "q", "slot": "x"}'])
+def test_malformed_marker_is_a_spark_error(value: bytes) -> None:
+    with pytest.raises(SparkError, match="malformed commit marker"):
+        Marker.decode(value)
+
+
+def test_no_marker_or_an_older_batch_is_written() -> None:
+    assert decide(None, 0, 4, 10, CONTENT) is True
+    assert decide(_marker(4), 5, 4, 10, CONTENT) is True
+
+
+def test_a_marker_of_this_batch_with_the_same_rows_is_skipped() -> None:
+    assert decide(_marker(5), 5, 4, 10, CONTENT) is False
+
+
+def test_a_marker_ahead_of_the_batch_is_refused() -> None:
+    with pytest.raises(SparkError, match="rolled back"):
+        decide(_marker(9), 5, 4, 10, CONTENT)
+
+
+@pytest.mark.parametrize(("slots", "records", "content"), [
+    (3, 10, CONTENT), (4, 11, CONTENT), (4, 10, "10:ab:ce")])
+def test_a_rerun_with_other_rows_is_refused(slots: int, records: int, content: str) -> None:
+    with pytest.raises(SparkError, match="not deterministic"):
+        decide(_marker(5), 5, slots, records, content)
+
+
+def test_slots_are_ranked_by_content_whatever_the_partition_order() -> None:
+    first = assign_slots([(0, 10, 5, 1), (1, 12, 3, 2), (2, 10, 4, 9), (3, 0, 0, 0)])
+    again = assign_slots([(0, 10, 4, 9), (1, 0, 0, 0), (2, 12, 3, 2), (3, 10, 5, 1)])
+    assert sorted(first.values()) == sorted(again.values())
+    assert first[2] == (0, "10:4:9") and again[0] == (0, "10:4:9")
+    assert first[1] == again[2] == (2, "12:3:2")
+    assert 3 not in first and 1 not in again   # empty partitions get no slot
+
+
+def test_equal_contents_take_consecutive_slots() -> None:
+    slots = assign_slots([(0, 5, 1, 1), (1, 5, 1, 1)])
+    assert sorted(slots.values()) == [(0, "5:1:1"), (1, "5:1:1")]
+
+
+def test_slots_of_a_query_spread_over_the_marker_partitions() -> None:
+    parts = {marker_partition("q-1", slot, 8) for slot in range(8)}
+    assert parts == set(range(8))
+    assert marker_partition("q-1", 3, 1) == 0
+
+
+def test_transactional_ids_hold_the_slot_and_no_attempt() -> None:
+    assert transactional_id("gridstream-spark-copy-q", 3) == "gridstream-spark-copy-q-3"
+    writer = KafkaExactlyOnceWriter("b:9092", name="copy", topic="t")
+    assert writer.transactional_id("q", 3) == "gridstream-spark-copy-q-3"
+
+
+@pytest.mark.parametrize(("timeout_ms", "trigger"), [(10_000, "5 seconds"),
+                                                      (60_000, "1 minute"), (0, None)])
+def test_a_transaction_timeout_within_twice_the_trigger_is_a_config_error(
+        timeout_ms: int, trigger: str | None) -> None:
+    with pytest.raises(ConfigError, match="transaction.timeout.ms"):
+        check_transaction_timeout(timeout_ms, trigger)
+    with pytest.raises(ConfigError, match="transaction.timeout.ms"):
+        KafkaExactlyOnceWriter("b:9092", name="w", topic="t", transaction_timeout_ms=timeout_ms,
+                               trigger=trigger)
+
+
+def test_transaction_timeout_checks_that_pass() -> None:
+    check_transaction_timeout(60_000, "10 seconds", broker_max_ms=900_000)
+    check_transaction_timeout(60_000, "available_now")
+
+
+def test_a_timeout_above_the_broker_maximum_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"transaction\.max\.timeout\.ms \(900000\)"):
+        check_transaction_timeout(1_000_000, None, broker_max_ms=900_000)
+
+
+def test_a_malformed_trigger_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="trigger"):
+        check_transaction_timeout(60_000, "often")
+
+
+@pytest.mark.parametrize("key", ["transactional.id", "enable.idempotence", "acks"])
+def test_properties_the_writer_owns_are_refused(key: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        KafkaExactlyOnceWriter("b:9092", name="w", topic="t", properties={key: "x"})
+
+
+def test_a_name_with_a_slash_is_refused() -> None:
+    with pytest.raises(ConfigError, match="name"):
+        KafkaExactlyOnceWriter("b:9092", name="a/b", topic="t")
+
+
+def test_secrets_never_show_in_the_repr() -> None:
+    writer = KafkaExactlyOnceWriter("b:9092", name="w", topic="t", properties={
+        "sasl.password": "hunter2-secret", "sasl.username": "me"})
+    text = repr(writer)
+    assert "hunter2-secret" not in text
+    assert "me" in text and "***" in text
