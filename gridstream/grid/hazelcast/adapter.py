@@ -1,0 +1,379 @@
+"""The Hazelcast grid adapter: caches are IMaps, changes come from their event journals.
+
+Values are stored as ``HazelcastJsonValue`` (the wire-form JSON object as text), so
+Hazelcast SQL and predicates can query their fields. Keys are strings or integers
+(integers as Java ``long``).
+
+A position is the cluster's id (its lineage) and, per partition, the next journal
+sequence to read. It survives a restart of the job and the loss of a member (the journal
+has backups); a restart of the whole cluster (new id) or a journal overflow loses it,
+which ``read_changes`` detects and reports as ``PositionLostError``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import orjson
+from hazelcast.client import HazelcastClient
+from hazelcast.config import IntType
+from hazelcast.core import DistributedObjectEvent, DistributedObjectEventType, HazelcastJsonValue
+from hazelcast.errors import HazelcastError
+from hazelcast.proxy import MAP_SERVICE
+
+from gridstream.errors import ConfigError, GridError, PositionLostError
+from gridstream.grid.contract import (
+    CacheEvent,
+    Change,
+    ChangeBatch,
+    Entry,
+    GridAdapter,
+    Key,
+    Position,
+    Value,
+    Write,
+)
+from gridstream.grid.hazelcast import _journal
+from gridstream.grid.hazelcast._codec import JournalEvent
+
+__all__ = ["HazelcastAdapter", "HazelcastGridConfig"]
+
+INTERNAL_PREFIX = "__"
+"""Hazelcast's own maps (SQL catalog, Jet) start with this and are never caches."""
+
+# EntryEventType numbers a map's journal records.
+_PUT_EVENTS = frozenset({1, 4, 128, 512})  # added, updated, merged, loaded
+_GONE_EVENTS = frozenset({2, 8, 16})  # removed, evicted, expired
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class HazelcastGridConfig:
+    """How to reach the cluster. Picklable (Spark ships it to executors); holds no secret."""
+
+    cluster_name: str = "gridstream"
+    members: tuple[str, ...] = ("127.0.0.1:5701",)
+    connect_timeout_s: float = 30.0
+    """How long to try to reach the cluster, at open and after losing it, before failing."""
+    invocation_timeout_s: float = 60.0
+    """How long one operation may be retried (e.g. while a lost member's partitions move)."""
+    smart_routing: bool = field(default=True)
+
+    def __post_init__(self) -> None:
+        if not self.cluster_name:
+            raise ConfigError("hazelcast: cluster_name must not be empty")
+        if not self.members or not all(isinstance(m, str) and m for m in self.members):
+            raise ConfigError("hazelcast: members must list at least one 'host:port'")
+        if self.connect_timeout_s <= 0 or self.invocation_timeout_s <= 0:
+            raise ConfigError("hazelcast: timeouts must be positive")
+
+
+class HazelcastAdapter(GridAdapter):
+    """Hazelcast IMaps through ``hazelcast-python-client``. Thread-safe after ``open()``."""
+
+    position_survives: ClassVar[str] = (
+        "a restart of the job and the loss of a member (the journal has backups); not a "
+        "restart of the whole cluster nor a journal overflow (both raise PositionLostError)"
+    )
+
+    def __init__(self, config: HazelcastGridConfig) -> None:
+        self.config = config
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._cursor: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"HazelcastAdapter({self.config!r})"
+
+    # -- connection ---------------------------------------------------------------------
+
+    def open(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                return
+            c = self.config
+            try:
+                self._client = HazelcastClient(
+                    cluster_name=c.cluster_name, cluster_members=list(c.members),
+                    cluster_connect_timeout=c.connect_timeout_s,
+                    invocation_timeout=c.invocation_timeout_s, smart_routing=c.smart_routing,
+                    default_int_type=IntType.LONG,
+                )
+            except HazelcastError as exc:
+                raise GridError(
+                    f"hazelcast: cannot reach cluster {c.cluster_name!r} at {list(c.members)}: "
+                    f"{exc}"
+                ) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.shutdown()
+
+    @property
+    def client(self) -> Any:
+        """The connected ``HazelcastClient`` (``GridError`` before ``open()``)."""
+        if self._client is None:
+            raise GridError("hazelcast adapter is not open")
+        return self._client
+
+    def cluster_id(self) -> str:
+        return _journal.cluster_id(self.client)
+
+    def _partitions(self) -> list[int]:
+        return list(range(self.client.partition_service.get_partition_count()))
+
+    # -- caches -------------------------------------------------------------------------
+
+    def list_caches(self) -> list[str]:
+        try:
+            objects = self.client.get_distributed_objects()
+        except HazelcastError as exc:
+            raise GridError(f"hazelcast: cannot list maps: {exc}") from exc
+        return sorted(
+            o.name for o in objects
+            if o.service_name == MAP_SERVICE and not o.name.startswith(INTERNAL_PREFIX)
+        )
+
+    def watch_caches(self, listener: Callable[[CacheEvent], None]) -> Callable[[], None]:
+        kinds = {DistributedObjectEventType.CREATED: "created",
+                 DistributedObjectEventType.DESTROYED: "removed"}
+
+        def on_event(event: DistributedObjectEvent) -> None:
+            kind = kinds.get(event.event_type)
+            if (kind is not None and event.service_name == MAP_SERVICE
+                    and not event.name.startswith(INTERNAL_PREFIX)):
+                listener(CacheEvent(kind, event.name))  # type: ignore[arg-type]
+
+        client = self.client
+        try:
+            registration = client.add_distributed_object_listener(on_event).result()
+        except HazelcastError as exc:
+            raise GridError(f"hazelcast: cannot watch maps: {exc}") from exc
+
+        def stop() -> None:
+            if client.lifecycle_service.is_running():
+                client.remove_distributed_object_listener(registration).result()
+
+        return stop
+
+    def _map(self, cache: str) -> Any:
+        if not cache or cache.startswith(INTERNAL_PREFIX):
+            raise GridError(f"hazelcast: {cache!r} is not a cache name (empty or internal)")
+        return self.client.get_map(cache)
+
+    def snapshot(self, cache: str, batch_size: int) -> Iterator[list[Entry]]:
+        """Keys first, then their values in batches (``get_all``): a key removed meanwhile
+        is left out, a value changed meanwhile is read as it is then."""
+        if batch_size < 1:
+            raise ConfigError(f"snapshot batch_size must be positive, not {batch_size}")
+        entries = self._map(cache)
+        try:
+            keys = entries.key_set().result()
+        except HazelcastError as exc:
+            raise GridError(f"cache {cache!r}: cannot list keys: {exc}") from exc
+        for start in range(0, len(keys), batch_size):
+            chunk = keys[start : start + batch_size]
+            try:
+                found = entries.get_all(chunk).result()
+            except HazelcastError as exc:
+                raise GridError(f"cache {cache!r}: cannot read entries: {exc}") from exc
+            batch = [
+                Entry(_key(cache, k), _value(cache, found[k])) for k in chunk if k in found
+            ]
+            if batch:
+                yield batch
+
+    # -- positions and changes ----------------------------------------------------------
+
+    def _bounds(self, cache: str) -> tuple[str, dict[int, _journal.Bounds]]:
+        self._map(cache)
+        lineage = self.cluster_id()
+        bounds = _journal.subscribe(self.client, cache, self._partitions())
+        return lineage, bounds
+
+    def end_position(self, cache: str) -> Position:
+        lineage, bounds = self._bounds(cache)
+        return Position(lineage, {str(p): b.end for p, b in bounds.items()})
+
+    def start_position(self, cache: str) -> Position:
+        lineage, bounds = self._bounds(cache)
+        return Position(lineage, {str(p): b.oldest for p, b in bounds.items()})
+
+    def read_changes(self, cache: str, position: Position, max_changes: int) -> ChangeBatch:
+        if max_changes < 1:
+            raise ConfigError(f"max_changes must be positive, not {max_changes}")
+        nexts = self._check_lineage(cache, position)
+        lineage, bounds = self._bounds(cache)
+        if set(nexts) != set(bounds):
+            raise GridError(
+                f"cache {cache!r}: the position names partitions {len(nexts)}, the cluster "
+                f"has {len(bounds)}: not a position of this grid"
+            )
+        for p, seq in nexts.items():
+            _check_seq(cache, p, seq, bounds[p])
+        pending = {p: bounds[p].end - seq for p, seq in nexts.items() if bounds[p].end > seq}
+        sizes, cursor = _allocate(pending, max_changes, self._cursor.get(cache, 0), len(bounds))
+        reads = _journal.read_partitions(self.client, cache, nexts, sizes) if sizes else []
+        if self.cluster_id() != lineage:
+            raise _lineage_lost(cache, position.lineage, self.cluster_id())
+        self._cursor[cache] = cursor
+        changes: list[Change] = []
+        for read in reads:
+            for seq, event in zip(read.seqs, read.events, strict=True):
+                changes.append(_change(self, cache, read.partition, seq, event))
+            if read.seqs:
+                nexts[read.partition] = read.seqs[-1] + 1
+        return ChangeBatch(changes, Position(lineage, {str(p): s for p, s in nexts.items()}))
+
+    def _check_lineage(self, cache: str, position: Position) -> dict[int, int]:
+        current = self.cluster_id()
+        if position.lineage != current:
+            raise _lineage_lost(cache, position.lineage, current)
+        try:
+            return {int(stream): seq for stream, seq in position.next_seqs.items()}
+        except ValueError as exc:
+            raise GridError(
+                f"cache {cache!r}: position streams must be partition ids: {exc}"
+            ) from exc
+
+    def decode_key(self, cache: str, data: Any) -> Key:
+        return _key(cache, self.client._serialization_service.to_object(data))
+
+    def decode_value(self, cache: str, data: Any) -> Value:
+        return _value(cache, self.client._serialization_service.to_object(data))
+
+    # -- writes -------------------------------------------------------------------------
+
+    def apply(self, cache: str, writes: Sequence[Write]) -> None:
+        """Puts and removes in the batch's order (runs of puts go as one ``put_all``, runs
+        of removes in parallel). ``Write.version`` is not checked: the last write wins.
+
+        Re-running a batch (after a failure anywhere in it) leaves every key it names with
+        the value of its last write in the batch, as the first complete run did.
+        """
+        entries = self._map(cache)
+        run: list[Write] = []
+        for write in writes:
+            if run and (write.value is None) != (run[-1].value is None):
+                self._apply_run(cache, entries, run)
+                run = []
+            run.append(write)
+        if run:
+            self._apply_run(cache, entries, run)
+
+    def _apply_run(self, cache: str, entries: Any, run: list[Write]) -> None:
+        try:
+            if run[0].value is not None:
+                puts = {_check_key(cache, w.key): _json(cache, w) for w in run}
+                entries.put_all(puts).result()
+            else:
+                for future in [entries.delete(_check_key(cache, w.key)) for w in run]:
+                    future.result()
+        except HazelcastError as exc:
+            raise GridError(f"cache {cache!r}: write failed: {exc}") from exc
+
+
+def _lineage_lost(cache: str, stored: str, current: str) -> PositionLostError:
+    return PositionLostError(
+        f"cache {cache!r}: the position belongs to cluster {stored}, the cluster is now "
+        f"{current} (restarted as a whole): its event journal is gone",
+        cache=cache, detail="lineage",
+    )
+
+
+def _check_seq(cache: str, p: int, seq: int, bounds: _journal.Bounds) -> None:
+    if seq < bounds.oldest:
+        raise PositionLostError(
+            f"cache {cache!r}: partition {p}'s journal now starts at {bounds.oldest}, after "
+            f"the stored sequence {seq}: events were lost (journal overflow)",
+            cache=cache, detail="overflow",
+        )
+    if seq > bounds.end:
+        raise PositionLostError(
+            f"cache {cache!r}: partition {p}'s journal ends at {bounds.end}, before the "
+            f"stored sequence {seq} (the map was destroyed or the journal reset)",
+            cache=cache, detail="ahead",
+        )
+
+
+def _allocate(
+    pending: dict[int, int], budget: int, cursor: int, count: int
+) -> tuple[dict[int, int], int]:
+    """Share ``budget`` fairly among partitions with pending events, starting at ``cursor``
+    (turns rotate between calls); at most one journal read per partition."""
+    left = {p: min(n, _journal.MAX_READ) for p, n in pending.items() if n > 0}
+    order = sorted(left, key=lambda p: (p - cursor) % count)
+    sizes: dict[int, int] = {}
+    furthest = -1  # the furthest partition served, counted from the cursor
+    while budget > 0 and left:
+        share = max(1, budget // len(left))
+        for p in [q for q in order if q in left]:
+            if budget == 0:
+                break
+            take = min(share, left[p], budget)
+            sizes[p] = sizes.get(p, 0) + take
+            left[p] -= take
+            budget -= take
+            furthest = max(furthest, (p - cursor) % count)
+            if left[p] == 0:
+                del left[p]
+    return sizes, (cursor + furthest + 1) % count
+
+
+def _change(
+    adapter: HazelcastAdapter, cache: str, partition: int, seq: int, event: JournalEvent
+) -> Change:
+    if event.key is None:
+        raise GridError(f"cache {cache!r}: journal event {partition}/{seq} has no key")
+    key = adapter.decode_key(cache, event.key)
+    if event.event_type in _PUT_EVENTS and event.new_value is not None:
+        value: Value | None = adapter.decode_value(cache, event.new_value)
+    elif event.event_type in _GONE_EVENTS:
+        value = None
+    else:
+        raise GridError(
+            f"cache {cache!r}: journal event {partition}/{seq} has type {event.event_type} "
+            "and no value: not a put or a removal"
+        )
+    return Change(cache, key, value, seq, str(partition), seq)
+
+
+def _check_key(cache: str, key: Key) -> Key:
+    if type(key) is str or (type(key) is int and _LONG_MIN <= key <= _LONG_MAX):
+        return key
+    raise GridError(f"cache {cache!r}: a key must be a string or a 64-bit integer")
+
+
+def _key(cache: str, key: object) -> Key:
+    if type(key) is str or type(key) is int:
+        return key
+    raise GridError(f"cache {cache!r}: a key of type {type(key).__name__} is not a cache key")
+
+
+def _value(cache: str, value: object) -> Value:
+    if not isinstance(value, HazelcastJsonValue):
+        raise GridError(
+            f"cache {cache!r}: a value of type {type(value).__name__} is not JSON "
+            "(gridstream reads HazelcastJsonValue objects)"
+        )
+    try:
+        decoded = orjson.loads(value.to_string())
+    except orjson.JSONDecodeError as exc:
+        raise GridError(f"cache {cache!r}: a value is not valid JSON: {exc}") from exc
+    if not isinstance(decoded, dict):
+        raise GridError(f"cache {cache!r}: a value is JSON {type(decoded).__name__}, not an object")
+    return decoded
+
+
+def _json(cache: str, write: Write) -> HazelcastJsonValue:
+    if not isinstance(write.value, dict):
+        raise GridError(f"cache {cache!r}: a value must be a JSON object")
+    try:
+        return HazelcastJsonValue(orjson.dumps(write.value).decode())
+    except TypeError as exc:
+        raise GridError(f"cache {cache!r}: a value cannot be written as JSON: {exc}") from exc
