@@ -88,6 +88,10 @@ class HazelcastAdapter(GridAdapter):
     def __repr__(self) -> str:
         return f"HazelcastAdapter({self.config!r})"
 
+    def __reduce__(self) -> tuple[type[HazelcastAdapter], tuple[HazelcastGridConfig]]:
+        """Pickles as its config (unopened): each process opens its own connection."""
+        return (HazelcastAdapter, (self.config,))
+
     # -- connection ---------------------------------------------------------------------
 
     def open(self) -> None:

@@ -1,0 +1,75 @@
+"""The Hazelcast adapter's pure parts: config, the fair share of a read, key and value checks."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from hazelcast.core import HazelcastJsonValue
+
+from gridstream.errors import ConfigError, GridError, PositionLostError
+from gridstream.grid import Write
+from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
+from gridstream.grid.hazelcast import adapter as hz
+from gridstream.grid.hazelcast._journal import MAX_READ, Bounds
+
+
+def test_config_pickles_and_validates() -> None:
+    config = HazelcastGridConfig(cluster_name="c1", members=("127.0.0.1:5701", "127.0.0.1:5702"))
+    assert pickle.loads(pickle.dumps(config)) == config
+    assert pickle.loads(pickle.dumps(HazelcastAdapter(config))).config == config
+    for bad in ({"cluster_name": ""}, {"members": ()}, {"connect_timeout_s": 0}):
+        with pytest.raises(ConfigError):
+            HazelcastGridConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_adapter_needs_open() -> None:
+    with pytest.raises(GridError, match="not open"):
+        HazelcastAdapter(HazelcastGridConfig()).list_caches()
+
+
+def test_allocate_shares_the_budget_and_rotates() -> None:
+    pending = {0: 100, 1: 100, 2: 1, 3: 100}
+    sizes, cursor = hz._allocate(pending, 10, 0, 4)
+    assert sum(sizes.values()) == 10 and sizes[2] == 1
+    assert max(sizes.values()) - min(v for p, v in sizes.items() if p != 2) <= 1
+    # a budget smaller than the partitions with events: turns rotate between calls
+    served: list[int] = []
+    cursor = 0
+    for _ in range(4):
+        sizes, cursor = hz._allocate({0: 5, 1: 5, 2: 5, 3: 5}, 1, cursor, 4)
+        served += list(sizes)
+    assert served == [0, 1, 2, 3]
+
+
+def test_allocate_caps_one_read_and_ignores_empty_partitions() -> None:
+    sizes, _ = hz._allocate({0: 10 * MAX_READ, 1: 0}, 5 * MAX_READ, 0, 2)
+    assert sizes == {0: MAX_READ}
+    assert hz._allocate({}, 10, 3, 4) == ({}, 3)
+
+
+def test_stored_sequence_outside_the_journal_is_lost() -> None:
+    hz._check_seq("m", 0, 5, Bounds(5, 9))
+    hz._check_seq("m", 0, 9, Bounds(5, 9))
+    with pytest.raises(PositionLostError) as below:
+        hz._check_seq("m", 0, 4, Bounds(5, 9))
+    assert below.value.detail == "overflow"
+    with pytest.raises(PositionLostError) as above:
+        hz._check_seq("m", 0, 10, Bounds(5, 9))
+    assert above.value.detail == "ahead"
+
+
+def test_keys_and_values() -> None:
+    assert hz._check_key("m", "k") == "k" and hz._check_key("m", -(2**63)) == -(2**63)
+    for key in (True, 2**63, 1.5):
+        with pytest.raises(GridError):
+            hz._check_key("m", key)  # type: ignore[arg-type]
+    with pytest.raises(GridError):
+        hz._key("m", b"k")
+    assert hz._value("m", HazelcastJsonValue('{"a": [1, {"b": null}]}')) == {"a": [1, {"b": None}]}
+    for value in ("text", HazelcastJsonValue("[1]"), HazelcastJsonValue("{bad")):
+        with pytest.raises(GridError):
+            hz._value("m", value)
+    assert hz._json("m", Write("k", {"n": 1})).to_string() == '{"n":1}'
+    with pytest.raises(GridError):
+        hz._json("m", Write("k", {"n": object()}))
