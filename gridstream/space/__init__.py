@@ -13,7 +13,7 @@ from gridstream.space._core import stable_partition
 from gridstream.space._reader import BulkRecord, EmbeddedLogReader, open_log_reader
 from gridstream.space._space import Space, Transaction
 from gridstream.space._writer import FsyncPolicy
-from gridstream.space.contract import LogReader
+from gridstream.space.contract import LogReader, StateSnapshot
 
 __all__ = [
     "BulkRecord",
@@ -22,6 +22,7 @@ __all__ = [
     "FsyncPolicy",
     "LogReader",
     "Space",
+    "StateSnapshot",
     "Transaction",
     "Versioned",
     "open_log_reader",

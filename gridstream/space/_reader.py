@@ -23,18 +23,19 @@ import time
 import zlib
 from array import array
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from gridstream.errors import CodecError, LogCorruptedError, OperationLogError
-from gridstream.operations import Bulk, TypeDescriptor
+from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
 from gridstream.space import _retention
-from gridstream.space._codec import decode_bulk, decode_descriptor
+from gridstream.space._codec import decode_bulk, decode_data, decode_descriptor
 from gridstream.space._files import Layout, writer_alive
 from gridstream.space._frames import HEADER, HEADER_SIZE, scan_frames
 from gridstream.space._recovery import skip_voids
-from gridstream.space.contract import LogReader
+from gridstream.space._snapshot import load_snapshot
+from gridstream.space.contract import LogReader, StateSnapshot
 
 __all__ = ["BulkRecord", "EmbeddedLogReader", "open_log_reader"]
 
@@ -167,6 +168,19 @@ class EmbeddedLogReader(LogReader):
         with self._lock:
             self._scan_types()
             return dict(self._types)
+
+    def state_snapshot(self, type_names: Collection[str] | None = None) -> StateSnapshot | None:
+        loaded = load_snapshot(self._layout)
+        if loaded is None:
+            return None
+        meta, chunks = loaded
+        wanted = None if type_names is None else frozenset(type_names)
+        entries = [
+            Operation(OpType.WRITE, r.type_name, r.id, r.version, decode_data(bytes(r.data)),
+                      r.partition, 0, routing=r.routing)
+            for chunk in chunks for r in chunk if wanted is None or r.type_name in wanted
+        ]
+        return StateSnapshot(meta.next_seq, entries)
 
     def close(self) -> None:
         with self._lock:

@@ -7,11 +7,21 @@ without touching the mirror, the connectors or the stores.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
-from gridstream.operations import Bulk, TypeDescriptor
+from gridstream.operations import Bulk, Operation, TypeDescriptor
 
-__all__ = ["LogReader"]
+__all__ = ["LogReader", "StateSnapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class StateSnapshot:
+    """The space's whole state just before ``next_seq``, as the space last saved it: each
+    live entry as a ``WRITE`` of its full data carrying the entry's version."""
+
+    next_seq: int
+    entries: Sequence[Operation]
 
 
 class LogReader(ABC):
@@ -57,6 +67,12 @@ class LogReader(ABC):
     def log_id(self) -> str | None:
         """A stable id unique to this log (None if the log has none): a position stored
         elsewhere for another log with the same mirror name must not be reused here."""
+        return None
+
+    def state_snapshot(self, type_names: Collection[str] | None = None) -> StateSnapshot | None:
+        """The state the space last saved (entries of ``type_names`` only, when given), or
+        None if it saved none. With the log retained from its ``next_seq`` on, it
+        rebuilds the state at any later sequence number, whatever retention removed."""
         return None
 
     def tail(self, from_seq: int, max_operations: int, poll_s: float) -> Iterator[Sequence[Bulk]]:
