@@ -36,7 +36,7 @@ from gridstream.grid.contract import (
     Value,
     Write,
 )
-from gridstream.grid.hazelcast import _journal
+from gridstream.grid.hazelcast import _journal, _writes
 from gridstream.grid.hazelcast._codec import JournalEvent
 
 __all__ = ["HazelcastAdapter", "HazelcastGridConfig"]
@@ -254,32 +254,32 @@ class HazelcastAdapter(GridAdapter):
     # -- writes -------------------------------------------------------------------------
 
     def apply(self, cache: str, writes: Sequence[Write]) -> None:
-        """Puts and removes in the batch's order (runs of puts go as one ``put_all``, runs
-        of removes in parallel). ``Write.version`` is not checked: the last write wins.
+        """Puts and removes, creating the map if missing.
 
-        Re-running a batch (after a failure anywhere in it) leaves every key it names with
-        the value of its last write in the batch, as the first complete run did.
+        Without versions, in the batch's order (runs of puts as one ``put_all``, runs of
+        removes in parallel): the last write wins. With a version on every write, each
+        key's newest write is applied unless the grid holds a newer version for the key
+        (see ``_writes``). Either way, re-running a batch (after a failure anywhere in
+        it) leaves every key it names as its first complete run did.
         """
         entries = self._map(cache)
-        run: list[Write] = []
         for write in writes:
-            if run and (write.value is None) != (run[-1].value is None):
-                self._apply_run(cache, entries, run)
-                run = []
-            run.append(write)
-        if run:
-            self._apply_run(cache, entries, run)
-
-    def _apply_run(self, cache: str, entries: Any, run: list[Write]) -> None:
+            _check_key(cache, write.key)
+            if write.value is not None:
+                _json(cache, write)
+        versioned = any(w.version is not None for w in writes)
         try:
-            if run[0].value is not None:
-                puts = {_check_key(cache, w.key): _json(cache, w) for w in run}
-                entries.put_all(puts).result()
+            if versioned:
+                _writes.apply_versioned(
+                    entries, self.client.get_map(_writes.versions_map(cache)), writes,
+                    lambda w: _json(cache, w), lease_s=2 * self.config.invocation_timeout_s,
+                )
             else:
-                for future in [entries.delete(_check_key(cache, w.key)) for w in run]:
-                    future.result()
+                _writes.apply_plain(entries, writes, lambda w: _json(cache, w))
         except HazelcastError as exc:
             raise GridError(f"cache {cache!r}: write failed: {exc}") from exc
+        except GridError as exc:
+            raise GridError(f"cache {cache!r}: {exc}") from exc
 
 
 def _lineage_lost(cache: str, stored: str, current: str) -> PositionLostError:
