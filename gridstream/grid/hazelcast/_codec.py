@@ -43,6 +43,8 @@ __all__ = [
     "JournalEvent",
     "ReadResult",
     "decode_event",
+    "json_text",
+    "plain_key",
     "decode_read_response",
     "decode_subscribe_response",
     "encode_read_request",
@@ -78,6 +80,13 @@ EVENT_CLASSES = frozenset({132, 133})
 _HEADER = struct.Struct(">ii")  # partition hash, serializer type id
 _IDENTIFIED = struct.Struct(">bii")  # flags (bit 0: identified), factory id, class id
 _BE_INT = struct.Struct(">i")
+_BE_LONG = struct.Struct(">q")
+
+# Serializer type ids of the objects a cache holds (the same in every Hazelcast client).
+INTEGER_TYPE = -7
+LONG_TYPE = -8
+STRING_TYPE = -11
+JSON_TYPE = -130
 
 
 def encode_subscribe_request(name: str) -> OutboundMessage:
@@ -172,3 +181,31 @@ def decode_event(item: bytes) -> JournalEvent:
     if pos != len(item):
         raise GridError(f"journal item has {len(item) - pos} bytes after its fields")
     return JournalEvent(event_type, fields[0], fields[1], fields[2])
+
+
+def _text(item: bytes, type_id: int) -> bytes | None:
+    if len(item) < 12 or _HEADER.unpack_from(item, 0)[1] != type_id:
+        return None
+    (size,) = _BE_INT.unpack_from(item, 8)
+    return item[12:] if size == len(item) - 12 else None
+
+
+def plain_key(item: bytes) -> str | int | None:
+    """A serialized string, Java ``int`` or ``long`` read directly (the journal's hot
+    path); ``None`` for anything else, which the client's serializer then reads."""
+    if len(item) < 8:
+        return None
+    type_id = _HEADER.unpack_from(item, 0)[1]
+    if type_id == STRING_TYPE:
+        text = _text(item, STRING_TYPE)
+        return None if text is None else text.decode("utf-8")
+    if type_id == LONG_TYPE and len(item) == 16:
+        return int(_BE_LONG.unpack_from(item, 8)[0])
+    if type_id == INTEGER_TYPE and len(item) == 12:
+        return int(_BE_INT.unpack_from(item, 8)[0])
+    return None
+
+
+def json_text(item: bytes) -> bytes | None:
+    """The UTF-8 text of a serialized ``HazelcastJsonValue``; ``None`` for another type."""
+    return _text(item, JSON_TYPE)

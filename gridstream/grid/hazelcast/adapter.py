@@ -36,7 +36,7 @@ from gridstream.grid.contract import (
     Value,
     Write,
 )
-from gridstream.grid.hazelcast import _journal, _writes
+from gridstream.grid.hazelcast import _codec, _journal, _writes
 from gridstream.grid.hazelcast._codec import JournalEvent
 
 __all__ = ["HazelcastAdapter", "HazelcastGridConfig"]
@@ -246,9 +246,15 @@ class HazelcastAdapter(GridAdapter):
             ) from exc
 
     def decode_key(self, cache: str, data: Any) -> Key:
+        plain = _codec.plain_key(bytes(data.buffer))
+        if plain is not None:
+            return plain
         return _key(cache, self.client._serialization_service.to_object(data))
 
     def decode_value(self, cache: str, data: Any) -> Value:
+        text = _codec.json_text(bytes(data.buffer))
+        if text is not None:
+            return _json_object(cache, text)
         return _value(cache, self.client._serialization_service.to_object(data))
 
     # -- writes -------------------------------------------------------------------------
@@ -365,8 +371,12 @@ def _value(cache: str, value: object) -> Value:
             f"cache {cache!r}: a value of type {type(value).__name__} is not JSON "
             "(gridstream reads HazelcastJsonValue objects)"
         )
+    return _json_object(cache, value.to_string())
+
+
+def _json_object(cache: str, text: str | bytes) -> Value:
     try:
-        decoded = orjson.loads(value.to_string())
+        decoded = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise GridError(f"cache {cache!r}: a value is not valid JSON: {exc}") from exc
     if not isinstance(decoded, dict):

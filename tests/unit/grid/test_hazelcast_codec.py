@@ -168,3 +168,26 @@ def test_decode_skips_the_version_bytes_of_a_versioned_object() -> None:
 def test_decode_refuses_what_is_not_a_journal_event(item: bytes) -> None:
     with pytest.raises(GridError):
         _codec.decode_event(item)
+
+
+@pytest.mark.parametrize(
+    ("item", "key"),
+    [
+        (KEY_A, "a"),
+        (h("00000000 fffffff5 00000002 c3a9"), "é"),                # UTF-8, length in bytes
+        (h("00000000 fffffff8 ffffffffffffff85"), -123),            # Java long
+        (h("00000000 fffffff9 00000007"), 7),                       # Java int
+        (h("00000000 fffffff5 00000003 61"), None),                 # length disagrees
+        (h("00000000 fffffff8 0000"), None),                        # short long
+        (h("00000000 fffffffe 01"), None),                          # another type
+        (h("0000"), None),
+    ],
+)
+def test_plain_key(item: bytes, key: str | int | None) -> None:
+    assert _codec.plain_key(item) == key
+
+
+def test_json_text() -> None:
+    assert _codec.json_text(JSON_X1) == b'{"x": 1}'
+    assert _codec.json_text(KEY_A) is None
+    assert _codec.json_text(JSON_X1[:-1]) is None
