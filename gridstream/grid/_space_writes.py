@@ -110,5 +110,5 @@ def _entry_data(cache: str, descriptor: TypeDescriptor, key: Key,
     try:
         return restore({**value, id_prop: key}, descriptor.fixed)
     except CodecError as exc:
-        raise GridError(f"{cache} key {key!r}: a declared property has no Python form: "
-                        f"{exc}") from exc
+        raise GridError(f"{cache} key {key!r}: a declared property does not hold a value "
+                        "of its kind") from exc

@@ -184,8 +184,8 @@ class GridAdapter(ABC):
     def read_changes(self, cache: str, position: Position, max_changes: int) -> ChangeBatch:
         """Changes of ``cache`` from ``position`` (none yet: an empty batch), at most
         ``max_changes`` (a grid that keeps transactions whole, the Space, may return the
-        rest of one transaction above it). Raises ``PositionLostError`` when the position is no longer valid
-        (another lineage, overflowed, retained no longer)."""
+        rest of one transaction above it). Raises ``PositionLostError`` when the position
+        is no longer valid (another lineage, overflowed, retained no longer)."""
 
     @abstractmethod
     def apply(self, cache: str, writes: Sequence[Write]) -> None:

@@ -64,6 +64,8 @@ T = TypeVar("T")
 STREAM = "log"
 """The one stream of a Space position."""
 
+_READ_OPS = 1024
+"""Operations (of every cache) read from the log at a time."""
 _SCAN_OPS = 100_000
 """Operations of other caches scanned at most by one ``read_changes`` before it returns
 an empty batch that moves the position on."""
@@ -183,7 +185,11 @@ class SpaceAdapter(GridAdapter):
 
     def _watch(self, known: set[str], listener: Callable[[CacheEvent], None],
                stop: threading.Event) -> None:
-        reader = open_log_reader(self.config.data_dir)
+        try:
+            reader = open_log_reader(self.config.data_dir)
+        except GridstreamError:
+            log.exception("cannot watch the caches of %s", self.config.data_dir)
+            return
         try:
             while not stop.wait(self.config.poll_interval_s):
                 for name in _cache_names(reader):
@@ -294,7 +300,7 @@ class SpaceAdapter(GridAdapter):
         changes: list[Change] = []
         scanned = 0
         while not changes and scanned < _SCAN_OPS:
-            bulks = reader.read(state.next_seq, max_changes)
+            bulks = reader.read(state.next_seq, max(max_changes, _READ_OPS))
             if not bulks:
                 break
             for bulk in bulks:

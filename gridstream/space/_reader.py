@@ -333,8 +333,12 @@ class EmbeddedLogReader(LogReader):
             return False
         part.listed = now
         current = part.segments[part.index]
-        part.segments = self._layout.segments(p)
-        part.index = part.segments.index(current) if current in part.segments else 0
+        listed = self._layout.segments(p)
+        if current in listed:
+            part.segments, part.index = listed, listed.index(current)
+        else:  # retention removed it while it was read: the segments after it follow
+            part.segments = [current, *(s for s in listed if s[0] > current[0])]
+            part.index = 0
         return part.index + 1 < len(part.segments)
 
     def _seg_id(self, path: Path) -> int:

@@ -156,3 +156,30 @@ def test_acks_are_persisted_atomically(space: Space, space_dir: Path) -> None:
 def test_reader_needs_a_space_directory(tmp_path: Path) -> None:
     with pytest.raises(OperationLogError):
         open_log_reader(tmp_path)
+
+
+def test_a_reader_behind_retention_goes_on_with_the_segments_left(
+    open_space: Callable[..., Space], space_dir: Path
+) -> None:
+    space = open_space(segment_bytes=4096, partitions=1)
+    lagging = open_log_reader(space_dir)
+    space.write(Person(0, "a"))
+    assert lagging.end_seq() == 2  # it has scanned into the first segment
+    for i in range(1, 200):
+        space.write(Person(i, "y" * 40))
+    space.snapshot()
+    other = open_log_reader(space_dir)
+    other.register("m")
+    other.acknowledge("m", 200)  # retention deletes the segment the lagging reader is in
+    other.close()
+    start = lagging.first_seq()
+    assert start > 2
+    space.write(Person(500, "after"))
+    assert lagging.end_seq() == 202
+    seqs: list[int] = []
+    seq = start
+    while bulks := lagging.read(seq, 50):
+        seqs.extend(b.first_seq for b in bulks)
+        seq = bulks[-1].next_seq
+    assert seqs == list(range(start, 202))
+    lagging.close()
