@@ -166,9 +166,7 @@ class HazelcastAdapter(GridAdapter):
         return stop
 
     def _map(self, cache: str) -> Any:
-        if not cache or cache.startswith(INTERNAL_PREFIX):
-            raise GridError(f"hazelcast: {cache!r} is not a cache name (empty or internal)")
-        return self.client.get_map(cache)
+        return self.client.get_map(_check_cache(cache))
 
     def snapshot(self, cache: str, batch_size: int) -> Iterator[list[Entry]]:
         """Keys first, then their values in batches (``get_all``): a key removed meanwhile
@@ -195,9 +193,12 @@ class HazelcastAdapter(GridAdapter):
     # -- positions and changes ----------------------------------------------------------
 
     def _bounds(self, cache: str) -> tuple[str, dict[int, _journal.Bounds]]:
-        self._map(cache)
+        """The cluster's id and every partition's journal bounds, both of one cluster."""
+        _check_cache(cache)
         lineage = self.cluster_id()
         bounds = _journal.subscribe(self.client, cache, self._partitions())
+        if self.cluster_id() != lineage:
+            raise GridError(f"cache {cache!r}: the cluster restarted while its journal was read")
         return lineage, bounds
 
     def end_position(self, cache: str) -> Position:
@@ -213,6 +214,8 @@ class HazelcastAdapter(GridAdapter):
             raise ConfigError(f"max_changes must be positive, not {max_changes}")
         nexts = self._check_lineage(cache, position)
         lineage, bounds = self._bounds(cache)
+        if lineage != position.lineage:
+            raise _lineage_lost(cache, position.lineage, lineage)
         if set(nexts) != set(bounds):
             raise GridError(
                 f"cache {cache!r}: the position names partitions {len(nexts)}, the cluster "
@@ -286,6 +289,12 @@ class HazelcastAdapter(GridAdapter):
             raise GridError(f"cache {cache!r}: write failed: {exc}") from exc
         except GridError as exc:
             raise GridError(f"cache {cache!r}: {exc}") from exc
+
+
+def _check_cache(cache: str) -> str:
+    if not cache or cache.startswith(INTERNAL_PREFIX):
+        raise GridError(f"hazelcast: {cache!r} is not a cache name (empty or internal)")
+    return cache
 
 
 def _lineage_lost(cache: str, stored: str, current: str) -> PositionLostError:

@@ -8,7 +8,7 @@ import pytest
 from hazelcast.core import HazelcastJsonValue
 
 from gridstream.errors import ConfigError, GridError, PositionLostError
-from gridstream.grid import Write
+from gridstream.grid import Position, Write
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
 from gridstream.grid.hazelcast import adapter as hz
 from gridstream.grid.hazelcast._journal import MAX_READ, Bounds
@@ -73,3 +73,45 @@ def test_keys_and_values() -> None:
     assert hz._json("m", Write("k", {"n": 1})).to_string() == '{"n":1}'
     with pytest.raises(GridError):
         hz._json("m", Write("k", {"n": object()}))
+
+
+class _SwitchingCluster(HazelcastAdapter):
+    """An adapter whose cluster id answers from a script: a restart between two looks."""
+
+    def __init__(self, ids: list[str]) -> None:
+        super().__init__(HazelcastGridConfig())
+        self.ids = ids
+        self._client = object()
+
+    def cluster_id(self) -> str:
+        return self.ids.pop(0) if len(self.ids) > 1 else self.ids[0]
+
+    def _partitions(self) -> list[int]:
+        return [0, 1]
+
+
+@pytest.fixture()
+def fake_journal(monkeypatch: pytest.MonkeyPatch) -> None:
+    def subscribe(client: object, name: str, partitions: list[int]) -> dict[int, Bounds]:
+        return {p: Bounds(0, 5) for p in partitions}
+
+    def read_partitions(*args: object) -> list[object]:
+        return []
+
+    monkeypatch.setattr(hz._journal, "subscribe", subscribe)
+    monkeypatch.setattr(hz._journal, "read_partitions", read_partitions)
+
+
+@pytest.mark.usefixtures("fake_journal")
+def test_a_restart_between_the_lineage_check_and_the_bounds_is_a_lost_position() -> None:
+    grid = _SwitchingCluster(["A", "B"])  # the position's cluster, then the new one
+    with pytest.raises(PositionLostError) as lost:
+        grid.read_changes("m", Position("A", {"0": 5, "1": 5}), 10)
+    assert lost.value.detail == "lineage"
+
+
+@pytest.mark.usefixtures("fake_journal")
+def test_a_restart_while_taking_a_position_is_an_error() -> None:
+    with pytest.raises(GridError, match="restarted"):
+        _SwitchingCluster(["A", "B"]).end_position("m")
+    assert _SwitchingCluster(["A"]).end_position("m") == Position("A", {"0": 5, "1": 5})
