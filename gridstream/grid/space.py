@@ -119,6 +119,7 @@ class SpaceAdapter(GridAdapter):
         self._owned = False
         self._reader: EmbeddedLogReader | None = None
         self._streams: dict[str, TypeState] = {}
+        self._watchers: list[Callable[[], None]] = []
 
     def __repr__(self) -> str:
         return f"SpaceAdapter({self.config.space_name!r}, data_dir={self.config.data_dir!r})"
@@ -150,6 +151,9 @@ class SpaceAdapter(GridAdapter):
         reader, self._reader = self._reader, None
         space, self._space = self._space, None
         self._streams.clear()
+        watchers, self._watchers = self._watchers, []
+        for stop in watchers:
+            stop()
         if reader is not None:
             reader.close()
         if space is not None and self._owned:
@@ -168,7 +172,8 @@ class SpaceAdapter(GridAdapter):
 
     def watch_caches(self, listener: Callable[[CacheEvent], None]) -> Callable[[], None]:
         """Polls the Space's types every ``poll_interval_s`` from a thread of its own (with
-        its own log reader). A Space type is never dropped: no ``removed`` event."""
+        its own log reader) until stopped or ``close()``. A Space type is never dropped:
+        no ``removed`` event."""
         known = set(self.list_caches())
         stop = threading.Event()
         thread = threading.Thread(target=self._watch, args=(known, listener, stop),
@@ -181,6 +186,7 @@ class SpaceAdapter(GridAdapter):
             if thread is not threading.current_thread():
                 thread.join()
 
+        self._watchers.append(cancel)
         return cancel
 
     def _watch(self, known: set[str], listener: Callable[[CacheEvent], None],
@@ -259,14 +265,20 @@ class SpaceAdapter(GridAdapter):
             self._streams.pop(cache, None)
             raise _lost(cache, f"the entry with {exc} was last written whole before the "
                         f"log's first retained seq {reader.first_seq()}; its value after "
-                        "a partial update cannot be rebuilt") from None
+                        "a partial update cannot be rebuilt") from exc
         except OperationLogError as exc:
             self._streams.pop(cache, None)
-            first = reader.first_seq()
+            first = self._guard(cache, reader.first_seq)
             if first > seq:
                 raise _lost(cache, f"log retention removed seq {seq} while it was read "
                             f"(the log now starts at {first})") from exc
             raise GridError(f"{cache}: cannot read the log from seq {seq}: {exc}") from exc
+        except (GridError, ConfigError):
+            self._streams.pop(cache, None)
+            raise
+        except GridstreamError as exc:  # a logged operation the fold refuses
+            self._streams.pop(cache, None)
+            raise GridError(f"{cache}: cannot fold the log from seq {seq}: {exc}") from exc
 
     def _checked_seq(self, reader: EmbeddedLogReader, cache: str, position: Position) -> int:
         lineage = _log_id(reader)

@@ -4,20 +4,22 @@ and the write rule (idempotent by version, kept in the Space)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 import sys
 import threading
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from gridstream.errors import GridError, PositionLostError
+from gridstream.errors import ConfigError, GridError, PositionLostError
 from gridstream.grid import Change, Entry, GridAdapter, Key, Position, Write
 from gridstream.grid._space_writes import wire
 from gridstream.grid.space import SpaceAdapter, SpaceGridConfig
-from gridstream.model import SpaceDocument
+from gridstream.model import DocumentType, SpaceDocument
 from gridstream.space import Change as SpaceChange
 from gridstream.space import Space
 from tests.integration.grid_space_proc import TEMPLATE, open_space
@@ -176,7 +178,6 @@ def test_a_position_beyond_the_log_or_malformed_is_refused(tmp_path: Path) -> No
         beyond = Position(end.lineage, {"log": end.next_seqs["log"] + 5})
         with pytest.raises(PositionLostError, match="beyond the log's end"):
             adapter.read_changes("Doc", beyond, 10)
-        from gridstream.errors import ConfigError
         with pytest.raises(ConfigError):
             adapter.read_changes("Doc", Position(end.lineage, {"0": 1}), 10)
 
@@ -282,5 +283,28 @@ def test_only_the_owner_writes(tmp_path: Path) -> None:
             given.apply("Items", [Write("a", {"n": 3})])
         assert space.read(SpaceDocument("Items"), "a") == SpaceDocument("Items",
                                                                           {"n": 3, "id": "a"})
+    finally:
+        space.close()
+
+
+def test_values_of_declared_kinds_go_in_restored_and_come_out_in_wire_form(
+        tmp_path: Path) -> None:
+    space = Space.embedded("grid-test", data_dir=tmp_path, fsync="never")
+    try:
+        space.introduce_type(DocumentType("Priced", fixed={"id": "int", "at": "date",
+                                                           "price": "decimal", "tags": "set"}))
+        value = {"id": 1, "at": "2024-01-02", "price": "10.50", "tags": ["a"], "free": "x"}
+        with SpaceAdapter(SpaceGridConfig(str(tmp_path), "grid-test"), space=space) as adapter:
+            start = adapter.end_position("Priced")
+            adapter.apply("Priced", [Write(1, value)])
+            stored = space.read(SpaceDocument("Priced"), 1)
+            assert stored == SpaceDocument("Priced", {"id": 1, "at": dt.date(2024, 1, 2),
+                                                      "price": Decimal("10.50"),
+                                                      "tags": {"a"}, "free": "x"})
+            assert [e.value for b in adapter.snapshot("Priced", 10) for e in b] == [value]
+            assert [c.value for c in adapter.read_changes("Priced", start, 10).changes] \
+                == [value]
+            with pytest.raises(GridError, match="does not hold a value of its kind"):
+                adapter.apply("Priced", [Write(2, {"at": "not a date"})])
     finally:
         space.close()

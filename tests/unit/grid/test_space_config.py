@@ -1,0 +1,72 @@
+"""The Space adapter's config and lifecycle: picklable, checked, nothing opened early."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from pathlib import Path
+
+import pytest
+
+from gridstream.errors import ConfigError, GridError
+from gridstream.grid import CacheEvent, Position
+from gridstream.grid.space import SpaceAdapter, SpaceGridConfig
+from gridstream.model import SpaceDocument
+from gridstream.space import Space
+
+
+def test_the_config_pickles_and_is_checked() -> None:
+    config = SpaceGridConfig("/data/space", "orders", writable=True, source="kafka")
+    assert pickle.loads(pickle.dumps(config)) == config
+    for bad in ({"data_dir": ""}, {"space_name": ""}, {"source": ""}, {"id_property": ""},
+                {"poll_interval_s": 0}):
+        with pytest.raises(ConfigError):
+            SpaceGridConfig(**{"data_dir": "/d", "space_name": "n", **bad})  # type: ignore[arg-type]
+
+
+def test_nothing_is_opened_before_open(tmp_path: Path) -> None:
+    adapter = SpaceAdapter(SpaceGridConfig(str(tmp_path / "missing"), "s"))
+    assert not (tmp_path / "missing").exists()
+    with pytest.raises(GridError, match="not open"):
+        adapter.list_caches()
+    with pytest.raises(GridError, match="holds no space"):
+        adapter.open()
+    writable = SpaceAdapter(SpaceGridConfig(str(tmp_path / "new"), "s", writable=True))
+    assert not (tmp_path / "new").exists()
+    with writable:
+        assert writable.list_caches() == []
+    assert (tmp_path / "new" / "space.json").exists()
+
+
+def test_close_stops_the_watchers(tmp_path: Path) -> None:
+    with Space.embedded("s", data_dir=tmp_path, fsync="never") as space:
+        adapter = SpaceAdapter(SpaceGridConfig(str(tmp_path), "s", poll_interval_s=0.01),
+                               space=space)
+        adapter.open()
+        events: list[CacheEvent] = []
+        seen = threading.Event()
+
+        def listener(event: CacheEvent) -> None:
+            events.append(event)
+            seen.set()
+
+        adapter.watch_caches(listener)
+        space.write(SpaceDocument("A", {"id": 1}))
+        assert seen.wait(10)
+        adapter.close()
+        space.write(SpaceDocument("B", {"id": 1}))
+        assert not any(t.name.startswith("gridstream-space-watch") and t.is_alive()
+                       for t in threading.enumerate())
+        assert events == [CacheEvent("created", "A")]
+
+
+def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
+    with Space.embedded("s", data_dir=tmp_path, fsync="never") as space, \
+            SpaceAdapter(SpaceGridConfig(str(tmp_path), "s"), space=space) as adapter:
+        end = adapter.end_position("A")
+        with pytest.raises(ConfigError):
+            adapter.read_changes("A", end, 0)
+        with pytest.raises(ConfigError):
+            next(iter(adapter.snapshot("A", 0)))
+        with pytest.raises(ConfigError):
+            adapter.read_changes("A", Position(end.lineage, {"log": 1, "other": 1}), 5)
