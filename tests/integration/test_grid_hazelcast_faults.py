@@ -131,12 +131,26 @@ def test_member_kill_loses_and_repeats_no_change(two_members: PrivateCluster) ->
     finally:
         reader.close()
 
-    # the whole cluster restarts: the stored position's journal is gone, and says so
-    two_members.stop()
-    two_members.start()
-    with two_members.adapter() as fresh, pytest.raises(PositionLostError) as lost:
-        fresh.read_changes(CACHE, position, 100)
-    assert lost.value.detail == "lineage" and lost.value.cache == CACHE
+    # the whole cluster restarts: the stored position's journal is gone, and says so, to
+    # a new adapter and to one whose client stayed open and reconnected
+    staying = two_members.adapter(connect_timeout_s=180)
+    try:
+        before = staying.cluster_id()
+        assert staying.read_changes(CACHE, position, 100).changes == []
+        two_members.stop()
+        two_members.start()
+        with two_members.adapter() as fresh, pytest.raises(PositionLostError) as lost:
+            fresh.read_changes(CACHE, position, 100)
+        assert lost.value.detail == "lineage" and lost.value.cache == CACHE
+        deadline = time.monotonic() + 120
+        while staying.cluster_id() == before:
+            assert time.monotonic() < deadline, "the open client did not reconnect"
+            time.sleep(0.2)
+        with pytest.raises(PositionLostError) as lost_too:
+            staying.read_changes(CACHE, position, 100)
+        assert lost_too.value.detail == "lineage"
+    finally:
+        staying.close()
 
 
 def test_journal_overflow_is_a_lost_position(small_journal: PrivateCluster) -> None:
