@@ -76,7 +76,9 @@ class HazelcastAdapter(GridAdapter):
 
     position_survives: ClassVar[str] = (
         "a restart of the job and the loss of a member (the journal has backups); not a "
-        "restart of the whole cluster nor a journal overflow (both raise PositionLostError)"
+        "restart of the whole cluster nor a journal overflow (both raise PositionLostError); "
+        "not the map's destruction and re-creation (raises PositionLostError only while the "
+        "new journal is shorter than the position: drop a position on the map's removal)"
     )
 
     def __init__(self, config: HazelcastGridConfig) -> None:

@@ -115,3 +115,11 @@ def test_a_restart_while_taking_a_position_is_an_error() -> None:
     with pytest.raises(GridError, match="restarted"):
         _SwitchingCluster(["A", "B"]).end_position("m")
     assert _SwitchingCluster(["A"]).end_position("m") == Position("A", {"0": 5, "1": 5})
+
+
+def test_an_unreachable_cluster_is_a_grid_error() -> None:
+    grid = HazelcastAdapter(HazelcastGridConfig(members=("127.0.0.1:1",), connect_timeout_s=0.5))
+    with pytest.raises(GridError, match="cannot reach cluster 'gridstream'"):
+        grid.open()
+    with pytest.raises(GridError, match="not open"):
+        grid.cluster_id()
