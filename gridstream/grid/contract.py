@@ -80,15 +80,22 @@ class Change:
 class Position:
     """Where a cache's change stream stands: the next sequence number to read per stream,
     valid only for ``lineage`` (the Space's log id; Hazelcast: the cluster's id). Stored
-    as JSON by whoever checkpoints it (``to_json`` / ``from_json``)."""
+    as JSON by whoever checkpoints it (``to_json`` / ``from_json``).
+
+    ``marks`` (optional, per stream) is an adapter's fingerprint of the change just before
+    the stream's next sequence, which it checks on the next read to tell a stream that
+    was replaced by a new one (Hazelcast: a map destroyed and re-created) from the one
+    the position was taken in. Positions stored without marks still read."""
 
     lineage: str
     next_seqs: Mapping[str, int] = field(default_factory=dict)
+    marks: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return orjson.dumps(
-            {"lineage": self.lineage, "next": dict(self.next_seqs)}, option=orjson.OPT_SORT_KEYS
-        ).decode()
+        raw: dict[str, object] = {"lineage": self.lineage, "next": dict(self.next_seqs)}
+        if self.marks:
+            raw["marks"] = dict(self.marks)
+        return orjson.dumps(raw, option=orjson.OPT_SORT_KEYS).decode()
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Position:
@@ -101,9 +108,14 @@ class Position:
             seqs = {str(k): v for k, v in nexts.items()}
             if not all(type(v) is int and v >= 0 for v in seqs.values()):
                 raise TypeError("every next sequence must be a non-negative integer")
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            marks = raw.get("marks", {})
+            if not isinstance(marks, dict) or not all(
+                isinstance(v, str) for v in marks.values()
+            ):
+                raise TypeError("marks must be an object of strings")
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"not a grid position: {exc}") from exc
-        return cls(lineage, seqs)
+        return cls(lineage, seqs, {str(k): v for k, v in marks.items()})
 
 
 @dataclass(frozen=True, slots=True)

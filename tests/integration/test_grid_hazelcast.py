@@ -83,6 +83,24 @@ def test_a_recreated_map_with_a_shorter_journal_is_a_lost_position(
     assert lost.value.detail == "ahead"
 
 
+def test_a_recreated_map_with_a_longer_journal_is_a_lost_position(
+        grid: HazelcastAdapter, cache: str) -> None:
+    start = grid.end_position(cache)
+    for n in range(3):
+        grid.apply(cache, [Write("a", {"n": n})])
+    read = grid.read_changes(cache, start, 100)
+    partition = grid.client.partition_service.get_partition_id("a")
+    assert read.position.next_seqs[str(partition)] == 3
+    same = [k for k in (f"x{i}" for i in range(20000))
+            if grid.client.partition_service.get_partition_id(k) == partition][:4]
+    grid.client.get_map(cache).blocking().destroy()
+    for key in same:
+        grid.apply(cache, [Write(key, {"new": key})])
+    with pytest.raises(PositionLostError) as lost:
+        grid.read_changes(cache, Position.from_json(read.position.to_json()), 100)
+    assert lost.value.detail == "recreated"
+
+
 def test_values_that_are_not_json_objects_are_errors(grid: HazelcastAdapter, cache: str) -> None:
     start = grid.end_position(cache)
     raw = grid.client.get_map(cache).blocking()

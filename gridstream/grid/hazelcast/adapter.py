@@ -12,6 +12,7 @@ which ``read_changes`` detects and reports as ``PositionLostError``.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -76,16 +77,14 @@ class HazelcastAdapter(GridAdapter):
 
     position_survives: ClassVar[str] = (
         "a restart of the job and the loss of a member (the journal has backups); not a "
-        "restart of the whole cluster nor a journal overflow (both raise PositionLostError); "
-        "not the map's destruction and re-creation (raises PositionLostError only while the "
-        "new journal is shorter than the position: drop a position on the map's removal)"
+        "restart of the whole cluster nor a journal overflow nor the map's destruction and "
+        "re-creation (each raises PositionLostError)"
     )
 
     def __init__(self, config: HazelcastGridConfig) -> None:
         self.config = config
         self._client: Any = None
         self._lock = threading.Lock()
-        self._cursor: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"HazelcastAdapter({self.config!r})"
@@ -205,16 +204,33 @@ class HazelcastAdapter(GridAdapter):
 
     def end_position(self, cache: str) -> Position:
         lineage, bounds = self._bounds(cache)
-        return Position(lineage, {str(p): b.end for p, b in bounds.items()})
+        nexts = {p: b.end for p, b in bounds.items()}
+        marked = {p: b.end - 1 for p, b in bounds.items() if b.end > b.oldest}
+        reads = _journal.read_partitions(self.client, cache, marked, dict.fromkeys(marked, 1))
+        if self.cluster_id() != lineage:
+            raise GridError(f"cache {cache!r}: the cluster restarted while its journal was read")
+        marks = {}
+        for read in reads:
+            if read.seqs != [marked[read.partition]]:
+                raise GridError(
+                    f"cache {cache!r}: partition {read.partition} answered no event at "
+                    f"{marked[read.partition]}, inside its journal"
+                )
+            marks[str(read.partition)] = _mark(read.events[0])
+        return Position(lineage, {str(p): s for p, s in nexts.items()}, marks)
 
     def start_position(self, cache: str) -> Position:
         lineage, bounds = self._bounds(cache)
         return Position(lineage, {str(p): b.oldest for p, b in bounds.items()})
 
     def read_changes(self, cache: str, position: Position, max_changes: int) -> ChangeBatch:
+        """Changes from ``position``. Each partition the position marks is read from the
+        event just before its next sequence, whose fingerprint must match the mark (else
+        the map was re-created: ``PositionLostError`` with detail ``"recreated"``)."""
         if max_changes < 1:
             raise ConfigError(f"max_changes must be positive, not {max_changes}")
         nexts = self._check_lineage(cache, position)
+        marks = _marks(cache, position, nexts)
         lineage, bounds = self._bounds(cache)
         if lineage != position.lineage:
             raise _lineage_lost(cache, position.lineage, lineage)
@@ -225,19 +241,41 @@ class HazelcastAdapter(GridAdapter):
             )
         for p, seq in nexts.items():
             _check_seq(cache, p, seq, bounds[p])
+            if p in marks and seq - 1 < bounds[p].oldest:
+                raise PositionLostError(
+                    f"cache {cache!r}: partition {p}'s journal now starts at "
+                    f"{bounds[p].oldest}: the event before the stored sequence {seq} is "
+                    "gone (journal overflow)",
+                    cache=cache, detail="overflow",
+                )
         pending = {p: bounds[p].end - seq for p, seq in nexts.items() if bounds[p].end > seq}
-        sizes, cursor = _allocate(pending, max_changes, self._cursor.get(cache, 0), len(bounds))
-        reads = _journal.read_partitions(self.client, cache, nexts, sizes) if sizes else []
+        sizes, _ = _allocate(pending, max_changes, _start_partition(nexts), len(bounds))
+        starts = {p: nexts[p] - 1 if p in marks else nexts[p] for p in set(sizes) | set(marks)}
+        counts = {p: sizes.get(p, 0) + (1 if p in marks else 0) for p in starts}
+        reads = _journal.read_partitions(self.client, cache, starts, counts) if starts else []
         if self.cluster_id() != lineage:
             raise _lineage_lost(cache, position.lineage, self.cluster_id())
-        self._cursor[cache] = cursor
         changes: list[Change] = []
+        new_marks = {str(p): m for p, m in marks.items()}
         for read in reads:
-            for seq, event in zip(read.seqs, read.events, strict=True):
+            seqs, events = read.seqs, read.events
+            if read.partition in marks:
+                if not seqs or _mark(events[0]) != marks[read.partition]:
+                    raise PositionLostError(
+                        f"cache {cache!r}: partition {read.partition}'s event at "
+                        f"{nexts[read.partition] - 1} is not the one the position saw: the "
+                        "map was destroyed and re-created",
+                        cache=cache, detail="recreated",
+                    )
+                seqs, events = seqs[1:], events[1:]
+            for seq, event in zip(seqs, events, strict=True):
                 changes.append(_change(self, cache, read.partition, seq, event))
-            if read.seqs:
-                nexts[read.partition] = read.seqs[-1] + 1
-        return ChangeBatch(changes, Position(lineage, {str(p): s for p, s in nexts.items()}))
+            if seqs:
+                nexts[read.partition] = seqs[-1] + 1
+                new_marks[str(read.partition)] = _mark(events[-1])
+        return ChangeBatch(
+            changes, Position(lineage, {str(p): s for p, s in nexts.items()}, new_marks)
+        )
 
     def _check_lineage(self, cache: str, position: Position) -> dict[int, int]:
         current = self.cluster_id()
@@ -320,6 +358,34 @@ def _check_seq(cache: str, p: int, seq: int, bounds: _journal.Bounds) -> None:
             f"stored sequence {seq} (the map was destroyed or the journal reset)",
             cache=cache, detail="ahead",
         )
+
+
+def _mark(event: JournalEvent) -> str:
+    """A journal event's fingerprint: its type, key and new value."""
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(event.event_type.to_bytes(4, "big", signed=True))
+    for data in (event.key, event.new_value):
+        raw = b"" if data is None else bytes(data.buffer)
+        digest.update(len(raw).to_bytes(8, "big"))
+        digest.update(raw)
+    return digest.hexdigest()
+
+
+def _marks(cache: str, position: Position, nexts: dict[int, int]) -> dict[int, str]:
+    """The position's marks by partition; a mark needs a stored sequence after 0."""
+    try:
+        marks = {int(stream): mark for stream, mark in position.marks.items()}
+    except ValueError as exc:
+        raise GridError(f"cache {cache!r}: position marks must name partition ids: {exc}") from exc
+    if any(p not in nexts or nexts[p] < 1 for p in marks):
+        raise GridError(f"cache {cache!r}: a position mark names no stored sequence after 0")
+    return marks
+
+
+def _start_partition(nexts: dict[int, int]) -> int:
+    """Where a read's fair share starts: from the position itself (it moves on with every
+    change read), so successive reads rotate even when each opens a new adapter."""
+    return sum(nexts.values())
 
 
 def _allocate(

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import pickle
+import struct
 
 import pytest
 from hazelcast.core import HazelcastJsonValue
+from hazelcast.serialization.data import Data
 
 from gridstream.errors import ConfigError, GridError, PositionLostError
 from gridstream.grid import Position, Write
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
 from gridstream.grid.hazelcast import adapter as hz
-from gridstream.grid.hazelcast._journal import MAX_READ, Bounds
+from gridstream.grid.hazelcast._codec import JournalEvent
+from gridstream.grid.hazelcast._journal import MAX_READ, Bounds, PartitionRead
 
 
 def test_config_pickles_and_validates() -> None:
@@ -90,13 +93,124 @@ class _SwitchingCluster(HazelcastAdapter):
         return [0, 1]
 
 
+def _data(type_id: int, text: str) -> Data:
+    raw = text.encode()
+    return Data(struct.pack(">iii", 0, type_id, len(raw)) + raw)
+
+
+def _put(key: str, n: int) -> JournalEvent:
+    return JournalEvent(1, _data(-11, key), _data(-130, f'{{"n": {n}}}'), None)
+
+
+class FakeJournal:
+    """Journals of string-keyed puts per partition; ``journals[p][seq]`` is an event."""
+
+    def __init__(self, partitions: int) -> None:
+        self.journals: dict[int, list[JournalEvent]] = {p: [] for p in range(partitions)}
+
+    def subscribe(self, client: object, name: str, partitions: list[int]) -> dict[int, Bounds]:
+        return {p: Bounds(0, len(self.journals[p])) for p in partitions}
+
+    def read_partitions(self, client: object, name: str, starts: dict[int, int],
+                        sizes: dict[int, int]) -> list[PartitionRead]:
+        reads = []
+        for p in sorted(sizes):
+            events = self.journals[p][starts[p] : starts[p] + min(sizes[p], MAX_READ)]
+            reads.append(PartitionRead(p, list(range(starts[p], starts[p] + len(events))),
+                                       events))
+        return reads
+
+
+class _Partitions(HazelcastAdapter):
+    def __init__(self, count: int, ids: list[str] | None = None) -> None:
+        super().__init__(HazelcastGridConfig())
+        self.count = count
+        self.ids = ids or ["A"]
+        self._client = object()
+
+    def cluster_id(self) -> str:
+        return self.ids.pop(0) if len(self.ids) > 1 else self.ids[0]
+
+    def _partitions(self) -> list[int]:
+        return list(range(self.count))
+
+
+@pytest.fixture()
+def journal(monkeypatch: pytest.MonkeyPatch) -> FakeJournal:
+    fake = FakeJournal(271)
+    monkeypatch.setattr(hz._journal, "subscribe", fake.subscribe)
+    monkeypatch.setattr(hz._journal, "read_partitions", fake.read_partitions)
+    return fake
+
+
+def test_a_restart_after_the_journal_read_is_a_lost_position_with_no_changes(
+        journal: FakeJournal) -> None:
+    journal.journals[0] = [_put("a", 1), _put("b", 2)]
+    grid = _Partitions(271, ["A", "A", "A", "B"])  # restarted after the read
+    start = Position("A", dict.fromkeys(map(str, range(271)), 0))
+    with pytest.raises(PositionLostError) as lost:
+        grid.read_changes("m", start, 10)
+    assert lost.value.detail == "lineage"
+    assert [c.key for c in _Partitions(271).read_changes("m", start, 10).changes] == ["a", "b"]
+
+
+def test_successive_reads_by_new_adapters_rotate_over_every_partition(
+        journal: FakeJournal) -> None:
+    for p in range(271):
+        journal.journals[p] = [_put(f"k{p}-{i}", i) for i in range(10)]
+    position = Position("A", dict.fromkeys(map(str, range(271)), 0))
+    served: set[str] = set()
+    for _ in range(3):  # 3 reads of 100 cover 271 partitions, each by a new adapter
+        batch = _Partitions(271).read_changes("m", position, 100)
+        assert len(batch.changes) == 100
+        served |= {c.stream for c in batch.changes}
+        position = Position.from_json(batch.position.to_json())
+    assert len(served) == 271
+
+
+def test_a_recreated_journal_longer_than_the_position_is_a_lost_position(
+        journal: FakeJournal) -> None:
+    journal.journals[5] = [_put("a", n) for n in range(3)]
+    grid = _Partitions(271)
+    read = grid.read_changes("m", grid.start_position("m"), 100)
+    assert [c.value for c in read.changes] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert grid.read_changes("m", read.position, 100).changes == []
+    stored = Position.from_json(read.position.to_json())
+    journal.journals[5] = [_put(k, 7) for k in ("x", "y", "z")]  # destroyed, re-created
+    with pytest.raises(PositionLostError) as lost:
+        grid.read_changes("m", stored, 100)
+    assert lost.value.detail == "recreated"
+    journal.journals[5] = [_put("a", n) for n in range(3)] + [_put("b", 1)]  # same journal
+    assert [c.key for c in grid.read_changes("m", stored, 100).changes] == ["b"]
+
+
+def test_an_end_position_marks_the_last_event_of_each_partition(journal: FakeJournal) -> None:
+    journal.journals[3] = [_put("a", 1)]
+    grid = _Partitions(271)
+    end = grid.end_position("m")
+    assert set(end.marks) == {"3"} and end.next_seqs["3"] == 1
+    journal.journals[3] = [_put("b", 1), _put("c", 2)]
+    with pytest.raises(PositionLostError) as lost:
+        grid.read_changes("m", end, 10)
+    assert lost.value.detail == "recreated"
+
+
+def test_positions_without_marks_still_read() -> None:
+    old = Position.from_json('{"lineage": "A", "next": {"0": 3}}')
+    assert old == Position("A", {"0": 3}) and old.marks == {}
+    assert Position.from_json(Position("A", {"0": 3}, {"0": "ab"}).to_json()).marks == {"0": "ab"}
+    with pytest.raises(ConfigError):
+        Position.from_json('{"lineage": "A", "next": {}, "marks": {"0": 1}}')
+
+
 @pytest.fixture()
 def fake_journal(monkeypatch: pytest.MonkeyPatch) -> None:
     def subscribe(client: object, name: str, partitions: list[int]) -> dict[int, Bounds]:
         return {p: Bounds(0, 5) for p in partitions}
 
-    def read_partitions(*args: object) -> list[object]:
-        return []
+    def read_partitions(client: object, name: str, starts: dict[int, int],
+                        sizes: dict[int, int]) -> list[PartitionRead]:
+        return [PartitionRead(p, [starts[p]], [_put("a", 1)]) for p in sorted(sizes)]
 
     monkeypatch.setattr(hz._journal, "subscribe", subscribe)
     monkeypatch.setattr(hz._journal, "read_partitions", read_partitions)
@@ -114,7 +228,8 @@ def test_a_restart_between_the_lineage_check_and_the_bounds_is_a_lost_position()
 def test_a_restart_while_taking_a_position_is_an_error() -> None:
     with pytest.raises(GridError, match="restarted"):
         _SwitchingCluster(["A", "B"]).end_position("m")
-    assert _SwitchingCluster(["A"]).end_position("m") == Position("A", {"0": 5, "1": 5})
+    end = _SwitchingCluster(["A"]).end_position("m")
+    assert (end.lineage, end.next_seqs, set(end.marks)) == ("A", {"0": 5, "1": 5}, {"0", "1"})
 
 
 def test_an_unreachable_cluster_is_a_grid_error() -> None:
