@@ -129,8 +129,12 @@ class ChangeBatch:
 
 @dataclass(frozen=True, slots=True)
 class Write:
-    """A put (``value`` set) or a remove (``value`` None) for one key. ``version``, when
-    given, lets the grid refuse a write older than what it holds (see each adapter)."""
+    """A put (``value`` set) or a remove (``value`` None) for one key.
+
+    ``version``, when given (a non-negative int), makes every grid skip the write when it
+    already holds, for the same writer (the adapter's ``source``) and key, a version that
+    is not older: an equal version is skipped too, and of equal versions in one batch the
+    first is applied. Writers with unrelated version sequences use distinct sources."""
 
     key: Key
     value: Value | None

@@ -278,3 +278,13 @@ def test_an_older_batch_arriving_late_is_skipped(driver: GridDriver,
     adapter.apply(cache, older)
     assert snapshot_of(adapter, cache) == {"a": value("a", 2), "c": value("c", 2),
                                            "d": value("d", 1)}
+
+
+def test_an_equal_version_is_skipped(driver: GridDriver, adapter: GridAdapter) -> None:
+    cache = driver.new_cache()
+    adapter.apply(cache, [Write("a", value("a", 1), version=5),
+                          Write("a", value("a", 2), version=5),
+                          Write("b", value("b", 1), version=5)])
+    assert snapshot_of(adapter, cache) == {"a": value("a", 1), "b": value("b", 1)}
+    adapter.apply(cache, [Write("a", value("a", 3), version=5), Write("b", None, version=5)])
+    assert snapshot_of(adapter, cache) == {"a": value("a", 1), "b": value("b", 1)}

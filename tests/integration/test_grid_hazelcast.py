@@ -15,6 +15,7 @@ from hazelcast.core import HazelcastJsonValue
 from gridstream.errors import GridError, PositionLostError
 from gridstream.grid import CacheEvent, Position, Write
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
+from gridstream.grid.hazelcast import adapter as hz
 from gridstream.grid.hazelcast._writes import versions_map
 from gridstream.stack.service import LocalService
 
@@ -163,3 +164,51 @@ def test_concurrent_versioned_writers_keep_the_newest(
     grid.apply(cache, [Write(k, {"v": 1}, version=1) for k in keys])  # late and old
     grid.apply(cache, [Write(k, None, version=58) for k in keys])  # older than 59
     assert {e.key: e.value for b in grid.snapshot(cache, 100) for e in b} == state
+
+
+def test_writers_of_distinct_sources_do_not_compare_versions(
+        grid: HazelcastAdapter, cache: str) -> None:
+    grid.apply(cache, [Write("k", {"from": "default"}, version=10)])
+    other = dataclasses.replace(grid.config, source="other")
+    with HazelcastAdapter(other) as second:
+        second.apply(cache, [Write("k", {"from": "other"}, version=1)])
+    assert [e.value for b in grid.snapshot(cache, 10) for e in b] == [{"from": "other"}]
+    grid.apply(cache, [Write("k", {"from": "default, older"}, version=9)])
+    assert [e.value for b in grid.snapshot(cache, 10) for e in b] == [{"from": "other"}]
+
+
+def test_a_writer_stalled_past_its_timeout_does_not_overwrite_a_newer_write(
+        grid: HazelcastAdapter, cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    stalled = threading.Event()
+    encode = hz._json
+    calls: dict[str, int] = {}
+
+    def slow_json(name: str, write: Write) -> HazelcastJsonValue:
+        me = threading.current_thread().name
+        if me == "stalls":
+            calls[me] = calls.get(me, 0) + 1
+            if calls[me] == 2:  # the data write, after its version was checked
+                stalled.set()
+                time.sleep(3.0)
+        return encode(name, write)
+
+    monkeypatch.setattr(hz, "_json", slow_json)
+    errors: list[GridError] = []
+
+    def stalling_writer() -> None:
+        short = dataclasses.replace(grid.config, invocation_timeout_s=1.0)  # 2 s to finish
+        with HazelcastAdapter(short) as writer:
+            try:
+                writer.apply(cache, [Write("k", {"v": 1}, version=1)])
+            except GridError as exc:
+                errors.append(exc)
+
+    thread = threading.Thread(target=stalling_writer, name="stalls")
+    thread.start()
+    assert stalled.wait(30)
+    grid.apply(cache, [Write("k", {"v": 2}, version=2)])
+    thread.join(60)
+    assert [e.value for b in grid.snapshot(cache, 10) for e in b] == [{"v": 2}]
+    assert len(errors) == 1  # the stalled writer failed and says so
+    grid.apply(cache, [Write("k", {"v": 1}, version=1)])  # its re-run
+    assert [e.value for b in grid.snapshot(cache, 10) for e in b] == [{"v": 2}]

@@ -1,28 +1,33 @@
 """Writes into an IMap: plain batches (last write wins) and versioned ones.
 
-A versioned write is applied only when its version is at least the one the grid holds
-for the key; equal versions apply again, so a re-run batch leaves what its first run
-left. The versions (of puts and of removes: tombstones) live in a companion map
-``__gridstream.versions.<cache>`` (internal, never listed as a cache), and each key is
-locked in the data map (a lease frees it should the writer die) while its version is
-checked and both maps are written, version first: a writer that dies in between leaves
-a version whose value its re-run writes.
+A versioned write is skipped when the grid already holds, for the same source and key,
+a version that is not older (equal versions are skipped: the rule of every grid, see
+``Write``). The versions (of puts and of removes: tombstones) live in a companion map
+``__gridstream.versions.<cache>`` (internal, never listed as a cache), keyed by
+``[source, key]`` as JSON text, so writers with unrelated version sequences (distinct
+sources) never compare them. Each batch's versions are checked and both maps written in
+one two-phase Hazelcast transaction: it commits whole or not at all, and a writer that
+stalls past its timeout is rolled back instead of overwriting a newer write.
 """
 
 from __future__ import annotations
 
-import random
-import time
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import orjson
+from hazelcast.errors import HazelcastError
+from hazelcast.transaction import TWO_PHASE
 
 from gridstream.errors import GridError
 from gridstream.grid.contract import Key, Write
 
-__all__ = ["VERSIONS_PREFIX", "apply_plain", "apply_versioned", "versions_map"]
+__all__ = ["VERSIONS_PREFIX", "apply_plain", "apply_versioned", "version_key", "versions_map"]
 
 VERSIONS_PREFIX = "__gridstream.versions."
-LOCK_TRIES = 20
+_ACTIVE, _PARTIAL_COMMIT = "active", "rolling_back"
+"""``Transaction.state`` values after which a rollback is still due."""
 
 
 def versions_map(cache: str) -> str:
@@ -50,51 +55,60 @@ def _plain_run(entries: Any, run: list[Write], encode: Callable[[Write], Any]) -
 
 
 def newest_per_key(writes: Sequence[Write]) -> dict[Key, Write]:
-    """Each key's write with the highest version (the later one of equal versions)."""
+    """Each key's write with the highest version (the first one of equal versions: a
+    later equal one is skipped, as it would be against the grid)."""
     out: dict[Key, Write] = {}
     for write in writes:
         if write.version is None:
             raise GridError("a batch must give a version to every write or to none")
+        if type(write.version) is not int or write.version < 0:
+            raise GridError(f"key {write.key!r}: a version must be a non-negative int")
         held = out.get(write.key)
-        if held is None or held.version is None or write.version >= held.version:
+        if held is None or held.version is None or write.version > held.version:
             out[write.key] = write
     return out
 
 
+def version_key(source: str, key: Key) -> str:
+    """The companion map's key: unambiguous for ``1`` and ``"1"``."""
+    return orjson.dumps([source, key]).decode()
+
+
+def _order(key: Key) -> tuple[int, str | int]:
+    return (0, key) if isinstance(key, int) else (1, key)
+
+
 def apply_versioned(
-    entries: Any, versions: Any, writes: Sequence[Write], encode: Callable[[Write], Any],
-    lease_s: float,
-) -> None:
-    """Apply each key's newest write unless the grid holds a newer version for it."""
+    client: Any, cache: str, writes: Sequence[Write], encode: Callable[[Write], Any],
+    source: str, timeout_s: float,
+) -> int:
+    """Apply each key's newest write unless the grid holds a version that is not older,
+    in one transaction; how many writes were applied."""
     newest = newest_per_key(writes)
-    keys = list(newest)
-    _lock_all(entries, keys, lease_s)
+    transaction = client.new_transaction(timeout=timeout_s, durability=1, type=TWO_PHASE)
+    transaction.begin()
     try:
-        held = versions.get_all(keys).result()
-        accepted = [w for k, w in newest.items() if k not in held or w.version >= held[k]]
-        if not accepted:
-            return
-        versions.put_all({w.key: w.version for w in accepted}).result()
-        futures = [
-            entries.delete(w.key) if w.value is None else entries.set(w.key, encode(w))
-            for w in accepted
-        ]
-        for future in futures:
-            future.result()
-    finally:
-        for future in [entries.unlock(k) for k in keys]:
-            future.result()
-
-
-def _lock_all(entries: Any, keys: list[Key], lease_s: float) -> None:
-    """Lock every key (all at once, all or none, so two writers never wait on each other
-    forever); a lock held elsewhere makes this release its own and try again."""
-    for attempt in range(LOCK_TRIES):
-        futures = [entries.try_lock(k, lease_time=lease_s, timeout=1.0) for k in keys]
-        got = [k for k, f in zip(keys, futures, strict=True) if f.result()]
-        if len(got) == len(keys):
-            return
-        for future in [entries.unlock(k) for k in got]:
-            future.result()
-        time.sleep(random.uniform(0.01, 0.05 * (attempt + 1)))  # noqa: S311 - jitter
-    raise GridError(f"could not lock {len(keys)} keys: other writers hold them")
+        versions = transaction.get_map(versions_map(cache))
+        entries = transaction.get_map(cache)
+        applied = 0
+        # One lock order for every writer (keys sorted), so two never wait on each other.
+        for key in sorted(newest, key=_order):
+            write = newest[key]
+            assert write.version is not None  # noqa: S101 - newest_per_key checked it
+            vkey = version_key(source, key)
+            held = versions.get_for_update(vkey)
+            if held is not None and held >= write.version:
+                continue
+            versions.set(vkey, write.version)
+            if write.value is None:
+                entries.delete(key)
+            else:
+                entries.set(key, encode(write))
+            applied += 1
+        transaction.commit()
+    except BaseException:
+        if transaction.state in (_ACTIVE, _PARTIAL_COMMIT):
+            with contextlib.suppress(HazelcastError):
+                transaction.rollback()
+        raise
+    return applied

@@ -62,6 +62,9 @@ class HazelcastGridConfig:
     invocation_timeout_s: float = 60.0
     """How long one operation may be retried (e.g. while a lost member's partitions move)."""
     smart_routing: bool = field(default=True)
+    source: str = "default"
+    """The writer whose versions versioned ``apply`` compares (writers with unrelated
+    version sequences need distinct sources)."""
 
     def __post_init__(self) -> None:
         if not self.cluster_name:
@@ -70,6 +73,8 @@ class HazelcastGridConfig:
             raise ConfigError("hazelcast: members must list at least one 'host:port'")
         if self.connect_timeout_s <= 0 or self.invocation_timeout_s <= 0:
             raise ConfigError("hazelcast: timeouts must be positive")
+        if not isinstance(self.source, str) or not self.source:
+            raise ConfigError("hazelcast: source must be a non-empty string")
 
 
 class HazelcastAdapter(GridAdapter):
@@ -307,9 +312,10 @@ class HazelcastAdapter(GridAdapter):
 
         Without versions, in the batch's order (runs of puts as one ``put_all``, runs of
         removes in parallel): the last write wins. With a version on every write, each
-        key's newest write is applied unless the grid holds a newer version for the key
-        (see ``_writes``). Either way, re-running a batch (after a failure anywhere in
-        it) leaves every key it names as its first complete run did.
+        key's newest write is applied unless the grid holds, for the config's ``source``,
+        a version that is not older, all in one transaction (see ``_writes``). Either way,
+        re-running a batch (after a failure anywhere in it) leaves every key it names as
+        its first complete run did.
         """
         entries = self._map(cache)
         for write in writes:
@@ -320,8 +326,8 @@ class HazelcastAdapter(GridAdapter):
         try:
             if versioned:
                 _writes.apply_versioned(
-                    entries, self.client.get_map(_writes.versions_map(cache)), writes,
-                    lambda w: _json(cache, w), lease_s=2 * self.config.invocation_timeout_s,
+                    self.client, cache, writes, lambda w: _json(cache, w),
+                    source=self.config.source, timeout_s=2 * self.config.invocation_timeout_s,
                 )
             else:
                 _writes.apply_plain(entries, writes, lambda w: _json(cache, w))
