@@ -191,24 +191,40 @@ class SpaceAdapter(GridAdapter):
 
     def _watch(self, known: set[str], listener: Callable[[CacheEvent], None],
                stop: threading.Event) -> None:
-        try:
-            reader = open_log_reader(self.config.data_dir)
-        except GridstreamError:
-            log.exception("cannot watch the caches of %s", self.config.data_dir)
-            return
+        """Polls until stopped. A failure to read the log (or to open it) is logged once
+        per kind of error while it lasts, and the poll retries on the next interval with
+        a reader opened anew: the watch never stops reporting on its own."""
+        reader: EmbeddedLogReader | None = None
+        failing: set[type[BaseException]] = set()
         try:
             while not stop.wait(self.config.poll_interval_s):
-                for name in _cache_names(reader):
+                try:
+                    if reader is None:
+                        reader = open_log_reader(self.config.data_dir)
+                    names = _cache_names(reader)
+                except Exception as exc:  # noqa: BLE001 - a watcher thread must live on
+                    if type(exc) not in failing:
+                        failing.add(type(exc))
+                        log.warning("cannot poll the caches of %s (retrying every %ss)",
+                                    self.config.data_dir, self.config.poll_interval_s,
+                                    exc_info=exc)
+                    if reader is not None:
+                        _close_quietly(reader)
+                        reader = None
+                    continue
+                if failing:
+                    failing.clear()
+                    log.warning("polling the caches of %s again", self.config.data_dir)
+                for name in names:
                     if name not in known and not stop.is_set():
                         known.add(name)
                         try:
                             listener(CacheEvent("created", name))
                         except Exception:
                             log.exception("cache listener failed on %s", name)
-        except GridstreamError:
-            log.exception("watching the caches of %s stopped", self.config.data_dir)
         finally:
-            reader.close()
+            if reader is not None:
+                _close_quietly(reader)
 
     # ------------------------------------------------------------ reading
 
@@ -352,6 +368,13 @@ class SpaceAdapter(GridAdapter):
         if cache == APPLIED_TYPE:
             raise GridError(f"{cache!r} is reserved for the adapter's bookkeeping")
         apply_writes(self._space, cache, writes, self.config.id_property, self.config.source)
+
+
+def _close_quietly(reader: EmbeddedLogReader) -> None:
+    try:
+        reader.close()
+    except Exception:  # noqa: BLE001 - closing a reader that already failed
+        log.debug("closing a failed log reader failed", exc_info=True)
 
 
 def _cache_names(reader: EmbeddedLogReader) -> list[str]:
