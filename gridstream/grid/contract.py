@@ -61,7 +61,10 @@ class Change:
     ``value`` is the value after the change, ``None`` when the key was removed.
     ``stream`` and ``seq`` say where it was read (the Space: ``"log"`` and the log
     sequence number; Hazelcast: the partition id and its journal sequence); ``version``
-    grows per key along one position lineage, so a consumer can settle duplicates.
+    grows per key along one position lineage, so a consumer can settle duplicates. It
+    orders changes within one lineage only: Hazelcast's starts again in a new lineage (a
+    restarted cluster) or a re-created map, so it must not be compared across them (e.g.
+    as a sink's write version); the Space's log sequence numbers only grow.
     """
 
     cache: str
@@ -189,8 +192,12 @@ class GridAdapter(ABC):
     @abstractmethod
     def end_position(self, cache: str) -> Position:
         """The position just after the newest change now: reading from it returns only
-        changes made later. Taken before a snapshot, no change is missed between the two
-        (duplicates are settled by ``version``)."""
+        changes made later. Taken before a snapshot, no change is missed between the two.
+        Duplicates are settled by ``version`` where entries carry one (the Space: keep a
+        change only when its version is above the entry's); where ``Entry.version`` is
+        ``None`` (Hazelcast), apply every change read from this position after the
+        snapshot, in order, last write wins per key: a change the snapshot already holds
+        is applied again and leaves the same value."""
 
     @abstractmethod
     def start_position(self, cache: str) -> Position:
