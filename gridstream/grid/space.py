@@ -279,14 +279,16 @@ class SpaceAdapter(GridAdapter):
             return self._read(reader, cache, seq, max_changes)
         except UnknownBase as exc:
             self._streams.pop(cache, None)
-            raise _lost(cache, f"the entry with {exc} was last written whole before the "
+            raise _lost(cache, "retention",
+                        f"the entry with {exc} was last written whole before the "
                         f"log's first retained seq {reader.first_seq()}; its value after "
                         "a partial update cannot be rebuilt") from exc
         except OperationLogError as exc:
             self._streams.pop(cache, None)
             first = self._guard(cache, reader.first_seq)
             if first > seq:
-                raise _lost(cache, f"log retention removed seq {seq} while it was read "
+                raise _lost(cache, "retention",
+                            f"log retention removed seq {seq} while it was read "
                             f"(the log now starts at {first})") from exc
             raise GridError(f"{cache}: cannot read the log from seq {seq}: {exc}") from exc
         except (GridError, ConfigError):
@@ -299,7 +301,7 @@ class SpaceAdapter(GridAdapter):
     def _checked_seq(self, reader: EmbeddedLogReader, cache: str, position: Position) -> int:
         lineage = _log_id(reader)
         if position.lineage != lineage:
-            raise _lost(cache, f"the position belongs to log {position.lineage!r}, "
+            raise _lost(cache, "lineage", f"the position belongs to log {position.lineage!r}, "
                         f"this Space's log is {lineage!r}")
         raw = position.next_seqs.get(STREAM)
         if raw is None or set(position.next_seqs) != {STREAM}:
@@ -308,10 +310,10 @@ class SpaceAdapter(GridAdapter):
         seq = self._guard(cache, lambda: reader.resume_seq(raw))
         first, end = self._guard(cache, lambda: (reader.first_seq(), reader.end_seq()))
         if seq < first:
-            raise _lost(cache, f"log retention removed seq {seq} (the log now starts at "
-                        f"{first})")
+            raise _lost(cache, "retention",
+                        f"log retention removed seq {seq} (the log now starts at {first})")
         if seq > end:
-            raise _lost(cache, f"seq {seq} is beyond the log's end ({end}): the position "
+            raise _lost(cache, "ahead", f"seq {seq} is beyond the log's end ({end}): the position "
                         "does not come from this log as it is")
         return seq
 
@@ -399,6 +401,7 @@ def _value(data: str | None) -> dict[str, Any]:
     return value
 
 
-def _lost(cache: str, detail: str) -> PositionLostError:
-    return PositionLostError(f"{cache}: the stored position is lost: {detail}",
-                             cache=cache, detail=detail)
+def _lost(cache: str, code: str, why: str) -> PositionLostError:
+    """``code`` is the error's ``detail``: ``retention``, ``lineage`` or ``ahead``."""
+    return PositionLostError(f"{cache}: the stored position is lost: {why}",
+                             cache=cache, detail=code)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gridstream.errors import PositionLostError
+from gridstream.errors import ConfigError, PositionLostError
 from gridstream.grid import CacheEvent, Change, GridAdapter, Key, Position, Value, Write
 from tests.integration.grid_drivers import GRIDS, AdapterFactory, GridDriver
 
@@ -219,7 +219,7 @@ def test_lost_position_raises(driver: GridDriver, adapter: GridAdapter) -> None:
     with pytest.raises(PositionLostError) as caught:
         adapter.read_changes(cache, Position.from_json(lost.to_json()), 10)
     assert caught.value.cache == cache
-    assert caught.value.detail
+    assert caught.value.detail in {"retention", "overflow"}
 
 
 def test_position_of_another_grid_is_lost(driver: GridDriver, adapter: GridAdapter) -> None:
@@ -229,6 +229,17 @@ def test_position_of_another_grid_is_lost(driver: GridDriver, adapter: GridAdapt
     with pytest.raises(PositionLostError) as caught:
         adapter.read_changes(cache, foreign, 10)
     assert caught.value.cache == cache
+    assert caught.value.detail == "lineage"
+
+
+def test_position_of_other_streams_is_a_config_error(driver: GridDriver,
+                                                     adapter: GridAdapter) -> None:
+    cache = driver.new_cache()
+    driver.put(cache, "a", value("a", 1))
+    end = adapter.end_position(cache)
+    for streams in ({"other": 0}, {**end.next_seqs, "other": 0}):
+        with pytest.raises(ConfigError):
+            adapter.read_changes(cache, Position(end.lineage, streams), 10)
 
 
 # ---------------------------------------------------------------- apply

@@ -240,7 +240,7 @@ class HazelcastAdapter(GridAdapter):
         if lineage != position.lineage:
             raise _lineage_lost(cache, position.lineage, lineage)
         if set(nexts) != set(bounds):
-            raise GridError(
+            raise ConfigError(
                 f"cache {cache!r}: the position names partitions {len(nexts)}, the cluster "
                 f"has {len(bounds)}: not a position of this grid"
             )
@@ -289,7 +289,7 @@ class HazelcastAdapter(GridAdapter):
         try:
             return {int(stream): seq for stream, seq in position.next_seqs.items()}
         except ValueError as exc:
-            raise GridError(
+            raise ConfigError(
                 f"cache {cache!r}: position streams must be partition ids: {exc}"
             ) from exc
 
@@ -382,9 +382,11 @@ def _marks(cache: str, position: Position, nexts: dict[int, int]) -> dict[int, s
     try:
         marks = {int(stream): mark for stream, mark in position.marks.items()}
     except ValueError as exc:
-        raise GridError(f"cache {cache!r}: position marks must name partition ids: {exc}") from exc
+        raise ConfigError(
+            f"cache {cache!r}: position marks must name partition ids: {exc}"
+        ) from exc
     if any(p not in nexts or nexts[p] < 1 for p in marks):
-        raise GridError(f"cache {cache!r}: a position mark names no stored sequence after 0")
+        raise ConfigError(f"cache {cache!r}: a position mark names no stored sequence after 0")
     return marks
 
 
