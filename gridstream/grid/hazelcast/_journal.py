@@ -18,12 +18,21 @@ from gridstream.errors import GridError, PositionLostError
 from gridstream.grid.hazelcast import _codec
 from gridstream.grid.hazelcast._codec import JournalEvent
 
-__all__ = ["MAX_READ", "Bounds", "PartitionRead", "cluster_id", "read_partitions", "subscribe"]
+__all__ = [
+    "MAX_READ", "Bounds", "PartitionRead", "brief", "cluster_id", "read_partitions", "subscribe",
+]
 
 MAX_READ = 1000
 """The most events one journal read may ask for (the member's ring-buffer limit)."""
 
 T = TypeVar("T")
+
+
+def brief(exc: BaseException) -> str:
+    """A client error's message without the member's Java stack trace (its ``at ...``
+    lines), causes kept on one line: for ``GridError`` messages."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    return "; ".join(line for line in lines if line and not line.startswith("at "))
 
 
 def cluster_id(client: Any) -> str:
@@ -60,7 +69,7 @@ def subscribe(client: Any, name: str, partitions: Sequence[int]) -> dict[int, Bo
     try:
         answers = _on_partitions(client, requests, _codec.decode_subscribe_response)
     except HazelcastError as exc:
-        raise GridError(f"cache {name!r}: journal subscription failed: {exc}") from exc
+        raise GridError(f"cache {name!r}: journal subscription failed: {brief(exc)}") from exc
     pairs = zip(partitions, answers, strict=True)
     return {p: Bounds(oldest, newest + 1) for p, (oldest, newest) in pairs}
 
@@ -93,7 +102,7 @@ def read_partitions(
             cache=name, detail="overflow",
         ) from exc
     except HazelcastError as exc:
-        raise GridError(f"cache {name!r}: journal read failed: {exc}") from exc
+        raise GridError(f"cache {name!r}: journal read failed: {brief(exc)}") from exc
     reads = []
     for p, answer in zip(order, answers, strict=True):
         seqs = answer.item_seqs

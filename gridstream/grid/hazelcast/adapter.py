@@ -22,7 +22,7 @@ import orjson
 from hazelcast.client import HazelcastClient
 from hazelcast.config import IntType
 from hazelcast.core import DistributedObjectEvent, DistributedObjectEventType, HazelcastJsonValue
-from hazelcast.errors import HazelcastError
+from hazelcast.errors import HazelcastError, HazelcastSerializationError
 from hazelcast.proxy import MAP_SERVICE
 
 from gridstream.errors import ConfigError, GridError, PositionLostError
@@ -115,7 +115,7 @@ class HazelcastAdapter(GridAdapter):
             except HazelcastError as exc:
                 raise GridError(
                     f"hazelcast: cannot reach cluster {c.cluster_name!r} at {list(c.members)}: "
-                    f"{exc}"
+                    f"{_journal.brief(exc)}"
                 ) from exc
 
     def close(self) -> None:
@@ -143,7 +143,7 @@ class HazelcastAdapter(GridAdapter):
         try:
             objects = self.client.get_distributed_objects()
         except HazelcastError as exc:
-            raise GridError(f"hazelcast: cannot list maps: {exc}") from exc
+            raise GridError(f"hazelcast: cannot list maps: {_journal.brief(exc)}") from exc
         return sorted(
             o.name for o in objects
             if o.service_name == MAP_SERVICE and not o.name.startswith(INTERNAL_PREFIX)
@@ -163,7 +163,7 @@ class HazelcastAdapter(GridAdapter):
         try:
             registration = client.add_distributed_object_listener(on_event).result()
         except HazelcastError as exc:
-            raise GridError(f"hazelcast: cannot watch maps: {exc}") from exc
+            raise GridError(f"hazelcast: cannot watch maps: {_journal.brief(exc)}") from exc
 
         def stop() -> None:
             if client.lifecycle_service.is_running():
@@ -183,13 +183,15 @@ class HazelcastAdapter(GridAdapter):
         try:
             keys = entries.key_set().result()
         except HazelcastError as exc:
-            raise GridError(f"cache {cache!r}: cannot list keys: {exc}") from exc
+            raise GridError(f"cache {cache!r}: cannot list keys: {_journal.brief(exc)}") from exc
         for start in range(0, len(keys), batch_size):
             chunk = keys[start : start + batch_size]
             try:
                 found = entries.get_all(chunk).result()
             except HazelcastError as exc:
-                raise GridError(f"cache {cache!r}: cannot read entries: {exc}") from exc
+                raise GridError(
+                    f"cache {cache!r}: cannot read entries: {_journal.brief(exc)}"
+                ) from exc
             batch = [
                 Entry(_key(cache, k), _value(cache, found[k])) for k in chunk if k in found
             ]
@@ -294,16 +296,26 @@ class HazelcastAdapter(GridAdapter):
             ) from exc
 
     def decode_key(self, cache: str, data: Any) -> Key:
-        plain = _codec.plain_key(bytes(data.buffer))
-        if plain is not None:
-            return plain
-        return _key(cache, self.client._serialization_service.to_object(data))
+        try:
+            plain = _codec.plain_key(bytes(data.buffer))
+            if plain is not None:
+                return plain
+            return _key(cache, self.client._serialization_service.to_object(data))
+        except (HazelcastSerializationError, UnicodeDecodeError) as exc:
+            raise GridError(
+                f"cache {cache!r}: a key cannot be read: {_journal.brief(exc)}"
+            ) from exc
 
     def decode_value(self, cache: str, data: Any) -> Value:
-        text = _codec.json_text(bytes(data.buffer))
-        if text is not None:
-            return _json_object(cache, text)
-        return _value(cache, self.client._serialization_service.to_object(data))
+        try:
+            text = _codec.json_text(bytes(data.buffer))
+            if text is not None:
+                return _json_object(cache, text)
+            return _value(cache, self.client._serialization_service.to_object(data))
+        except (HazelcastSerializationError, UnicodeDecodeError) as exc:
+            raise GridError(
+                f"cache {cache!r}: a value cannot be read: {_journal.brief(exc)}"
+            ) from exc
 
     # -- writes -------------------------------------------------------------------------
 
@@ -332,7 +344,7 @@ class HazelcastAdapter(GridAdapter):
             else:
                 _writes.apply_plain(entries, writes, lambda w: _json(cache, w))
         except HazelcastError as exc:
-            raise GridError(f"cache {cache!r}: write failed: {exc}") from exc
+            raise GridError(f"cache {cache!r}: write failed: {_journal.brief(exc)}") from exc
         except GridError as exc:
             raise GridError(f"cache {cache!r}: {exc}") from exc
 

@@ -7,11 +7,12 @@ import struct
 
 import pytest
 from hazelcast.core import HazelcastJsonValue
+from hazelcast.errors import HazelcastError, HazelcastSerializationError
 from hazelcast.serialization.data import Data
 
 from gridstream.errors import ConfigError, GridError, PositionLostError
 from gridstream.grid import Position, Write
-from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
+from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig, _journal
 from gridstream.grid.hazelcast import adapter as hz
 from gridstream.grid.hazelcast._codec import JournalEvent
 from gridstream.grid.hazelcast._journal import MAX_READ, Bounds, PartitionRead
@@ -238,3 +239,37 @@ def test_an_unreachable_cluster_is_a_grid_error() -> None:
         grid.open()
     with pytest.raises(GridError, match="not open"):
         grid.cluster_id()
+
+
+class _FailingSerializer:
+    def to_object(self, data: Data) -> object:
+        raise HazelcastSerializationError("no serializer for type id 77")
+
+
+class _FakeClient:
+    _serialization_service = _FailingSerializer()
+
+
+def test_undecodable_keys_and_values_are_grid_errors() -> None:
+    grid = HazelcastAdapter(HazelcastGridConfig())
+    grid._client = _FakeClient()
+    bad_utf8 = Data(struct.pack(">iii", 0, -11, 2) + b"\xff\xfe")
+    unknown = Data(struct.pack(">iii", 0, 77, 0))
+    for decode, data in ((grid.decode_key, bad_utf8), (grid.decode_key, unknown),
+                         (grid.decode_value, unknown)):
+        with pytest.raises(GridError, match="cannot be read") as caught:
+            decode("m", data)
+        assert isinstance(caught.value.__cause__,
+                          (HazelcastSerializationError, UnicodeDecodeError))
+
+
+def test_a_member_stack_trace_is_left_out_of_messages() -> None:
+    error = HazelcastError(
+        "Exception from server: com.hazelcast.X: it broke\n"
+        " \tat a.B.c(B.java:1)\n\tat d.E.f(E.java:2)",
+        HazelcastError("Exception from server: java.io.IOException: disk\n \tat g.H.i(H.java:3)"),
+    )
+    assert _journal.brief(error) == (
+        "Exception from server: com.hazelcast.X: it broke; "
+        "Caused by: Exception from server: java.io.IOException: disk"
+    )
