@@ -212,3 +212,13 @@ def test_a_writer_stalled_past_its_timeout_does_not_overwrite_a_newer_write(
     assert len(errors) == 1  # the stalled writer failed and says so
     grid.apply(cache, [Write("k", {"v": 1}, version=1)])  # its re-run
     assert [e.value for b in grid.snapshot(cache, 10) for e in b] == [{"v": 2}]
+
+
+def test_a_versioned_batch_larger_than_one_transaction(
+        grid: HazelcastAdapter, cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hz._writes, "TX_KEYS", 2)
+    grid.apply(cache, [Write(3, {"n": 0}, version=5)])
+    grid.apply(cache, [Write(k, {"n": 1}, version=4) for k in ("a", "b", "c", 1, 2, 3)])
+    state = {e.key: e.value for b in grid.snapshot(cache, 100) for e in b}
+    assert state == {"a": {"n": 1}, "b": {"n": 1}, "c": {"n": 1}, 1: {"n": 1}, 2: {"n": 1},
+                     3: {"n": 0}}

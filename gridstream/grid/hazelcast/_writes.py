@@ -5,9 +5,10 @@ a version that is not older (equal versions are skipped: the rule of every grid,
 ``Write``). The versions (of puts and of removes: tombstones) live in a companion map
 ``__gridstream.versions.<cache>`` (internal, never listed as a cache), keyed by
 ``[source, key]`` as JSON text, so writers with unrelated version sequences (distinct
-sources) never compare them. Each batch's versions are checked and both maps written in
-one two-phase Hazelcast transaction: it commits whole or not at all, and a writer that
-stalls past its timeout is rolled back instead of overwriting a newer write.
+sources) never compare them. The versions are checked and both maps written in two-phase
+Hazelcast transactions of at most ``TX_KEYS`` keys: each commits whole or not at all,
+and a writer that stalls past its timeout is rolled back instead of overwriting a newer
+write.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from gridstream.grid.contract import Key, Write
 __all__ = ["VERSIONS_PREFIX", "apply_plain", "apply_versioned", "version_key", "versions_map"]
 
 VERSIONS_PREFIX = "__gridstream.versions."
+TX_KEYS = 1000
+"""The most keys one transaction of a versioned batch writes."""
 _ACTIVE, _PARTIAL_COMMIT = "active", "rolling_back"
 """``Transaction.state`` values after which a rollback is still due."""
 
@@ -83,27 +86,39 @@ def apply_versioned(
     source: str, timeout_s: float,
 ) -> int:
     """Apply each key's newest write unless the grid holds a version that is not older,
-    in one transaction; how many writes were applied."""
+    ``TX_KEYS`` keys per transaction (so a large batch still commits within the
+    timeout); how many writes were applied."""
     newest = newest_per_key(writes)
+    # One lock order for every writer (keys sorted), so two never wait on each other.
+    keys = sorted(newest, key=_order)
+    applied = 0
+    for start in range(0, len(keys), TX_KEYS):
+        chunk = [newest[k] for k in keys[start : start + TX_KEYS]]
+        applied += _transaction(client, cache, chunk, encode, source, timeout_s)
+    return applied
+
+
+def _transaction(
+    client: Any, cache: str, writes: list[Write], encode: Callable[[Write], Any],
+    source: str, timeout_s: float,
+) -> int:
     transaction = client.new_transaction(timeout=timeout_s, durability=1, type=TWO_PHASE)
     transaction.begin()
     try:
         versions = transaction.get_map(versions_map(cache))
         entries = transaction.get_map(cache)
         applied = 0
-        # One lock order for every writer (keys sorted), so two never wait on each other.
-        for key in sorted(newest, key=_order):
-            write = newest[key]
+        for write in writes:
             assert write.version is not None  # noqa: S101 - newest_per_key checked it
-            vkey = version_key(source, key)
+            vkey = version_key(source, write.key)
             held = versions.get_for_update(vkey)
             if held is not None and held >= write.version:
                 continue
             versions.set(vkey, write.version)
             if write.value is None:
-                entries.delete(key)
+                entries.delete(write.key)
             else:
-                entries.set(key, encode(write))
+                entries.set(write.key, encode(write))
             applied += 1
         transaction.commit()
     except BaseException:

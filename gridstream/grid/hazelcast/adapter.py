@@ -325,7 +325,7 @@ class HazelcastAdapter(GridAdapter):
         Without versions, in the batch's order (runs of puts as one ``put_all``, runs of
         removes in parallel): the last write wins. With a version on every write, each
         key's newest write is applied unless the grid holds, for the config's ``source``,
-        a version that is not older, all in one transaction (see ``_writes``). Either way,
+        a version that is not older, in transactions (see ``_writes``). Either way,
         re-running a batch (after a failure anywhere in it) leaves every key it names as
         its first complete run did.
         """
