@@ -61,7 +61,10 @@ class Change:
     ``value`` is the value after the change, ``None`` when the key was removed.
     ``stream`` and ``seq`` say where it was read (the Space: ``"log"`` and the log
     sequence number; Hazelcast: the partition id and its journal sequence); ``version``
-    grows per key along one position lineage, so a consumer can settle duplicates.
+    grows per key along one position lineage, so a consumer can settle duplicates. It
+    orders changes within one lineage only: Hazelcast's starts again in a new lineage (a
+    restarted cluster) or a re-created map, so it must not be compared across them (e.g.
+    as a sink's write version); the Space's log sequence numbers only grow.
     """
 
     cache: str
@@ -80,15 +83,22 @@ class Change:
 class Position:
     """Where a cache's change stream stands: the next sequence number to read per stream,
     valid only for ``lineage`` (the Space's log id; Hazelcast: the cluster's id). Stored
-    as JSON by whoever checkpoints it (``to_json`` / ``from_json``)."""
+    as JSON by whoever checkpoints it (``to_json`` / ``from_json``).
+
+    ``marks`` (optional, per stream) is an adapter's fingerprint of the change just before
+    the stream's next sequence, which it checks on the next read to tell a stream that
+    was replaced by a new one (Hazelcast: a map destroyed and re-created) from the one
+    the position was taken in. Positions stored without marks still read."""
 
     lineage: str
     next_seqs: Mapping[str, int] = field(default_factory=dict)
+    marks: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return orjson.dumps(
-            {"lineage": self.lineage, "next": dict(self.next_seqs)}, option=orjson.OPT_SORT_KEYS
-        ).decode()
+        raw: dict[str, object] = {"lineage": self.lineage, "next": dict(self.next_seqs)}
+        if self.marks:
+            raw["marks"] = dict(self.marks)
+        return orjson.dumps(raw, option=orjson.OPT_SORT_KEYS).decode()
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Position:
@@ -101,9 +111,14 @@ class Position:
             seqs = {str(k): v for k, v in nexts.items()}
             if not all(type(v) is int and v >= 0 for v in seqs.values()):
                 raise TypeError("every next sequence must be a non-negative integer")
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            marks = raw.get("marks", {})
+            if not isinstance(marks, dict) or not all(
+                isinstance(v, str) for v in marks.values()
+            ):
+                raise TypeError("marks must be an object of strings")
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"not a grid position: {exc}") from exc
-        return cls(lineage, seqs)
+        return cls(lineage, seqs, {str(k): v for k, v in marks.items()})
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +132,12 @@ class ChangeBatch:
 
 @dataclass(frozen=True, slots=True)
 class Write:
-    """A put (``value`` set) or a remove (``value`` None) for one key. ``version``, when
-    given, lets the grid refuse a write older than what it holds (see each adapter)."""
+    """A put (``value`` set) or a remove (``value`` None) for one key.
+
+    ``version``, when given (a non-negative int), makes every grid skip the write when it
+    already holds, for the same writer (the adapter's ``source``) and key, a version that
+    is not older: an equal version is skipped too, and of equal versions in one batch the
+    first is applied. Writers with unrelated version sequences use distinct sources."""
 
     key: Key
     value: Value | None
@@ -173,8 +192,12 @@ class GridAdapter(ABC):
     @abstractmethod
     def end_position(self, cache: str) -> Position:
         """The position just after the newest change now: reading from it returns only
-        changes made later. Taken before a snapshot, no change is missed between the two
-        (duplicates are settled by ``version``)."""
+        changes made later. Taken before a snapshot, no change is missed between the two.
+        Duplicates are settled by ``version`` where entries carry one (the Space: keep a
+        change only when its version is above the entry's); where ``Entry.version`` is
+        ``None`` (Hazelcast), apply every change read from this position after the
+        snapshot, in order, last write wins per key: a change the snapshot already holds
+        is applied again and leaves the same value."""
 
     @abstractmethod
     def start_position(self, cache: str) -> Position:

@@ -191,24 +191,40 @@ class SpaceAdapter(GridAdapter):
 
     def _watch(self, known: set[str], listener: Callable[[CacheEvent], None],
                stop: threading.Event) -> None:
-        try:
-            reader = open_log_reader(self.config.data_dir)
-        except GridstreamError:
-            log.exception("cannot watch the caches of %s", self.config.data_dir)
-            return
+        """Polls until stopped. A failure to read the log (or to open it) is logged once
+        per kind of error while it lasts, and the poll retries on the next interval with
+        a reader opened anew: the watch never stops reporting on its own."""
+        reader: EmbeddedLogReader | None = None
+        failing: set[type[BaseException]] = set()
         try:
             while not stop.wait(self.config.poll_interval_s):
-                for name in _cache_names(reader):
+                try:
+                    if reader is None:
+                        reader = open_log_reader(self.config.data_dir)
+                    names = _cache_names(reader)
+                except Exception as exc:  # noqa: BLE001 - a watcher thread must live on
+                    if type(exc) not in failing:
+                        failing.add(type(exc))
+                        log.warning("cannot poll the caches of %s (retrying every %ss)",
+                                    self.config.data_dir, self.config.poll_interval_s,
+                                    exc_info=exc)
+                    if reader is not None:
+                        _close_quietly(reader)
+                        reader = None
+                    continue
+                if failing:
+                    failing.clear()
+                    log.warning("polling the caches of %s again", self.config.data_dir)
+                for name in names:
                     if name not in known and not stop.is_set():
                         known.add(name)
                         try:
                             listener(CacheEvent("created", name))
                         except Exception:
                             log.exception("cache listener failed on %s", name)
-        except GridstreamError:
-            log.exception("watching the caches of %s stopped", self.config.data_dir)
         finally:
-            reader.close()
+            if reader is not None:
+                _close_quietly(reader)
 
     # ------------------------------------------------------------ reading
 
@@ -263,14 +279,16 @@ class SpaceAdapter(GridAdapter):
             return self._read(reader, cache, seq, max_changes)
         except UnknownBase as exc:
             self._streams.pop(cache, None)
-            raise _lost(cache, f"the entry with {exc} was last written whole before the "
+            raise _lost(cache, "retention",
+                        f"the entry with {exc} was last written whole before the "
                         f"log's first retained seq {reader.first_seq()}; its value after "
                         "a partial update cannot be rebuilt") from exc
         except OperationLogError as exc:
             self._streams.pop(cache, None)
             first = self._guard(cache, reader.first_seq)
             if first > seq:
-                raise _lost(cache, f"log retention removed seq {seq} while it was read "
+                raise _lost(cache, "retention",
+                            f"log retention removed seq {seq} while it was read "
                             f"(the log now starts at {first})") from exc
             raise GridError(f"{cache}: cannot read the log from seq {seq}: {exc}") from exc
         except (GridError, ConfigError):
@@ -283,7 +301,7 @@ class SpaceAdapter(GridAdapter):
     def _checked_seq(self, reader: EmbeddedLogReader, cache: str, position: Position) -> int:
         lineage = _log_id(reader)
         if position.lineage != lineage:
-            raise _lost(cache, f"the position belongs to log {position.lineage!r}, "
+            raise _lost(cache, "lineage", f"the position belongs to log {position.lineage!r}, "
                         f"this Space's log is {lineage!r}")
         raw = position.next_seqs.get(STREAM)
         if raw is None or set(position.next_seqs) != {STREAM}:
@@ -292,10 +310,10 @@ class SpaceAdapter(GridAdapter):
         seq = self._guard(cache, lambda: reader.resume_seq(raw))
         first, end = self._guard(cache, lambda: (reader.first_seq(), reader.end_seq()))
         if seq < first:
-            raise _lost(cache, f"log retention removed seq {seq} (the log now starts at "
-                        f"{first})")
+            raise _lost(cache, "retention",
+                        f"log retention removed seq {seq} (the log now starts at {first})")
         if seq > end:
-            raise _lost(cache, f"seq {seq} is beyond the log's end ({end}): the position "
+            raise _lost(cache, "ahead", f"seq {seq} is beyond the log's end ({end}): the position "
                         "does not come from this log as it is")
         return seq
 
@@ -354,6 +372,13 @@ class SpaceAdapter(GridAdapter):
         apply_writes(self._space, cache, writes, self.config.id_property, self.config.source)
 
 
+def _close_quietly(reader: EmbeddedLogReader) -> None:
+    try:
+        reader.close()
+    except Exception:  # noqa: BLE001 - closing a reader that already failed
+        log.debug("closing a failed log reader failed", exc_info=True)
+
+
 def _cache_names(reader: EmbeddedLogReader) -> list[str]:
     try:
         types = reader.types()
@@ -376,6 +401,7 @@ def _value(data: str | None) -> dict[str, Any]:
     return value
 
 
-def _lost(cache: str, detail: str) -> PositionLostError:
-    return PositionLostError(f"{cache}: the stored position is lost: {detail}",
-                             cache=cache, detail=detail)
+def _lost(cache: str, code: str, why: str) -> PositionLostError:
+    """``code`` is the error's ``detail``: ``retention``, ``lineage`` or ``ahead``."""
+    return PositionLostError(f"{cache}: the stored position is lost: {why}",
+                             cache=cache, detail=code)

@@ -15,10 +15,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
+import orjson
+from hazelcast.client import HazelcastClient
+from hazelcast.config import IntType
+from hazelcast.core import HazelcastJsonValue
+
+from gridstream import stack
 from gridstream.grid import GridAdapter, Key, Position, Value
+from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
+from gridstream.grid.hazelcast._writes import versions_map
 from gridstream.grid.space import SpaceAdapter, SpaceGridConfig
 from gridstream.model import SpaceDocument
 from gridstream.space import Space
+from gridstream.stack.hazelcast import PARTITIONS, HazelcastService
 
 AdapterFactory = Callable[[], GridAdapter]
 """A new adapter object, not opened yet, each call."""
@@ -97,7 +106,68 @@ def space_grid(tmp: Path) -> Iterator[tuple[GridDriver, AdapterFactory]]:
         driver.close()
 
 
+# ---------------------------------------------------------------- Hazelcast
+
+
+class HazelcastDriver:
+    """Writes the stack's Hazelcast member with a client of its own; destroys the maps
+    it named (and their version maps) at the end."""
+
+    def __init__(self, service: HazelcastService) -> None:
+        self.service = service
+        self.client = HazelcastClient(
+            cluster_name=service.settings.cluster_name, cluster_members=[service.address],
+            default_int_type=IntType.LONG,
+        )
+        self.caches: list[str] = []
+
+    def config(self) -> HazelcastGridConfig:
+        return HazelcastGridConfig(cluster_name=self.service.settings.cluster_name,
+                                   members=(self.service.address,))
+
+    def new_cache(self) -> str:
+        self.caches.append(f"gs-grid-{uuid.uuid4().hex[:10]}")
+        return self.caches[-1]
+
+    def put(self, cache: str, key: Key, value: Value) -> None:
+        text = orjson.dumps(value).decode()
+        self.client.get_map(cache).blocking().put(key, HazelcastJsonValue(text))
+
+    def remove(self, cache: str, key: Key) -> None:
+        self.client.get_map(cache).blocking().delete(key)
+
+    def lose_position(self, adapter: GridAdapter, cache: str) -> Position:
+        """Overflow the journal of one partition: more events for one key than its part
+        of the journal's capacity holds."""
+        position = adapter.end_position(cache)
+        per_partition = -(-self.service.settings.journal_capacity // PARTITIONS)
+        entries = self.client.get_map(cache).blocking()
+        for i in range(per_partition + 10):
+            entries.set("overflowing", HazelcastJsonValue(f'{{"n": {i}}}'))
+        return position
+
+    def close(self) -> None:
+        try:
+            for cache in self.caches:
+                self.client.get_map(cache).blocking().destroy()
+                self.client.get_map(versions_map(cache)).blocking().destroy()
+        finally:
+            self.client.shutdown()
+
+
+@contextlib.contextmanager
+def hazelcast_grid(tmp: Path) -> Iterator[tuple[GridDriver, AdapterFactory]]:
+    service = stack.services(["hazelcast"])[0]  # the stack's member; started if down
+    assert isinstance(service, HazelcastService)
+    service.up()
+    driver = HazelcastDriver(service)
+    try:
+        yield driver, lambda: HazelcastAdapter(driver.config())
+    finally:
+        driver.close()
+
+
 GRIDS: dict[str, GridSetup] = {
     "space": space_grid,
-    # ---- Hazelcast plugs in here: "hazelcast": hazelcast_grid (a GridSetup) ----
+    "hazelcast": hazelcast_grid,
 }

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gridstream.errors import PositionLostError
+from gridstream.errors import ConfigError, PositionLostError
 from gridstream.grid import CacheEvent, Change, GridAdapter, Key, Position, Value, Write
 from tests.integration.grid_drivers import GRIDS, AdapterFactory, GridDriver
 
@@ -219,7 +219,7 @@ def test_lost_position_raises(driver: GridDriver, adapter: GridAdapter) -> None:
     with pytest.raises(PositionLostError) as caught:
         adapter.read_changes(cache, Position.from_json(lost.to_json()), 10)
     assert caught.value.cache == cache
-    assert caught.value.detail
+    assert caught.value.detail in {"retention", "overflow"}
 
 
 def test_position_of_another_grid_is_lost(driver: GridDriver, adapter: GridAdapter) -> None:
@@ -229,6 +229,17 @@ def test_position_of_another_grid_is_lost(driver: GridDriver, adapter: GridAdapt
     with pytest.raises(PositionLostError) as caught:
         adapter.read_changes(cache, foreign, 10)
     assert caught.value.cache == cache
+    assert caught.value.detail == "lineage"
+
+
+def test_position_of_other_streams_is_a_config_error(driver: GridDriver,
+                                                     adapter: GridAdapter) -> None:
+    cache = driver.new_cache()
+    driver.put(cache, "a", value("a", 1))
+    end = adapter.end_position(cache)
+    for streams in ({"other": 0}, {**end.next_seqs, "other": 0}):
+        with pytest.raises(ConfigError):
+            adapter.read_changes(cache, Position(end.lineage, streams), 10)
 
 
 # ---------------------------------------------------------------- apply
@@ -278,3 +289,13 @@ def test_an_older_batch_arriving_late_is_skipped(driver: GridDriver,
     adapter.apply(cache, older)
     assert snapshot_of(adapter, cache) == {"a": value("a", 2), "c": value("c", 2),
                                            "d": value("d", 1)}
+
+
+def test_an_equal_version_is_skipped(driver: GridDriver, adapter: GridAdapter) -> None:
+    cache = driver.new_cache()
+    adapter.apply(cache, [Write("a", value("a", 1), version=5),
+                          Write("a", value("a", 2), version=5),
+                          Write("b", value("b", 1), version=5)])
+    assert snapshot_of(adapter, cache) == {"a": value("a", 1), "b": value("b", 1)}
+    adapter.apply(cache, [Write("a", value("a", 3), version=5), Write("b", None, version=5)])
+    assert snapshot_of(adapter, cache) == {"a": value("a", 1), "b": value("b", 1)}

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from gridstream.errors import ConfigError, GridError
+from gridstream.errors import ConfigError, GridError, SpaceError
 from gridstream.grid import CacheEvent, Position
 from gridstream.grid.space import SpaceAdapter, SpaceGridConfig
 from gridstream.model import SpaceDocument
-from gridstream.space import Space
+from gridstream.space import EmbeddedLogReader, Space
 
 
 def test_the_config_pickles_and_is_checked() -> None:
@@ -70,3 +70,43 @@ def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
             next(iter(adapter.snapshot("A", 0)))
         with pytest.raises(ConfigError):
             adapter.read_changes("A", Position(end.lineage, {"log": 1, "other": 1}), 5)
+
+
+def test_the_watcher_survives_failures_to_read_the_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    from gridstream.grid import space as space_module
+
+    names = space_module._cache_names
+    opened = space_module.open_log_reader
+    failures = [SpaceError("log unreadable"), SpaceError("log unreadable"), OSError("gone")]
+
+    def failing_open(data_dir: str) -> object:
+        if failures and isinstance(failures[0], OSError):
+            raise failures.pop(0)
+        return opened(data_dir)
+
+    def failing_names(reader: EmbeddedLogReader) -> list[str]:
+        if failures and not isinstance(failures[0], OSError):
+            raise failures.pop(0)
+        return names(reader)
+
+    with Space.embedded("s", data_dir=tmp_path, fsync="never") as space:
+        adapter = SpaceAdapter(SpaceGridConfig(str(tmp_path), "s", poll_interval_s=0.01),
+                               space=space)
+        with adapter:
+            seen = threading.Event()
+            events: list[CacheEvent] = []
+
+            def listener(event: CacheEvent) -> None:
+                events.append(event)
+                seen.set()
+
+            adapter.watch_caches(listener)
+            monkeypatch.setattr(space_module, "_cache_names", failing_names)
+            monkeypatch.setattr(space_module, "open_log_reader", failing_open)
+            space.write(SpaceDocument("A", {"id": 1}))
+            assert seen.wait(10)
+            assert failures == [] and events == [CacheEvent("created", "A")]
+    polls = [r for r in caplog.records if r.getMessage().startswith("cannot poll")]
+    assert len(polls) == 2  # once per kind of error while it lasts

@@ -1,0 +1,490 @@
+"""The Hazelcast grid adapter: caches are IMaps, changes come from their event journals.
+
+Values are stored as ``HazelcastJsonValue`` (the wire-form JSON object as text), so
+Hazelcast SQL and predicates can query their fields. Keys are strings or integers
+(integers as Java ``long``).
+
+A position is the cluster's id (its lineage) and, per partition, the next journal
+sequence to read. It survives a restart of the job and the loss of a member (the journal
+has backups); a restart of the whole cluster (new id) or a journal overflow loses it,
+which ``read_changes`` detects and reports as ``PositionLostError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import orjson
+from hazelcast.client import HazelcastClient
+from hazelcast.config import IntType
+from hazelcast.core import DistributedObjectEvent, DistributedObjectEventType, HazelcastJsonValue
+from hazelcast.errors import HazelcastError, HazelcastSerializationError
+from hazelcast.proxy import MAP_SERVICE
+
+from gridstream.errors import ConfigError, GridError, PositionLostError
+from gridstream.grid.contract import (
+    CacheEvent,
+    Change,
+    ChangeBatch,
+    Entry,
+    GridAdapter,
+    Key,
+    Position,
+    Value,
+    Write,
+)
+from gridstream.grid.hazelcast import _codec, _journal, _writes
+from gridstream.grid.hazelcast._codec import JournalEvent
+
+__all__ = ["HazelcastAdapter", "HazelcastGridConfig"]
+
+INTERNAL_PREFIX = "__"
+"""Hazelcast's own maps (SQL catalog, Jet) start with this and are never caches."""
+
+# EntryEventType numbers a map's journal records.
+_PUT_EVENTS = frozenset({1, 4, 128, 512})  # added, updated, merged, loaded
+_GONE_EVENTS = frozenset({2, 8, 16})  # removed, evicted, expired
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class HazelcastGridConfig:
+    """How to reach the cluster. Picklable (Spark ships it to executors); holds no secret."""
+
+    cluster_name: str = "gridstream"
+    members: tuple[str, ...] = ("127.0.0.1:5701",)
+    connect_timeout_s: float = 30.0
+    """How long to try to reach the cluster, at open and after losing it, before failing."""
+    invocation_timeout_s: float = 60.0
+    """How long one operation may be retried (e.g. while a lost member's partitions move)."""
+    smart_routing: bool = field(default=True)
+    source: str = "default"
+    """The writer whose versions versioned ``apply`` compares (writers with unrelated
+    version sequences need distinct sources)."""
+
+    def __post_init__(self) -> None:
+        if not self.cluster_name:
+            raise ConfigError("hazelcast: cluster_name must not be empty")
+        if not self.members or not all(isinstance(m, str) and m for m in self.members):
+            raise ConfigError("hazelcast: members must list at least one 'host:port'")
+        if self.connect_timeout_s <= 0 or self.invocation_timeout_s <= 0:
+            raise ConfigError("hazelcast: timeouts must be positive")
+        if not isinstance(self.source, str) or not self.source:
+            raise ConfigError("hazelcast: source must be a non-empty string")
+
+
+class HazelcastAdapter(GridAdapter):
+    """Hazelcast IMaps through ``hazelcast-python-client``. Thread-safe after ``open()``."""
+
+    position_survives: ClassVar[str] = (
+        "a restart of the job and the loss of a member (the journal has backups); not a "
+        "restart of the whole cluster nor a journal overflow nor the map's destruction and "
+        "re-creation (each raises PositionLostError)"
+    )
+
+    def __init__(self, config: HazelcastGridConfig) -> None:
+        self.config = config
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"HazelcastAdapter({self.config!r})"
+
+    def __reduce__(self) -> tuple[type[HazelcastAdapter], tuple[HazelcastGridConfig]]:
+        """Pickles as its config (unopened): each process opens its own connection."""
+        return (HazelcastAdapter, (self.config,))
+
+    # -- connection ---------------------------------------------------------------------
+
+    def open(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                return
+            c = self.config
+            try:
+                self._client = HazelcastClient(
+                    cluster_name=c.cluster_name, cluster_members=list(c.members),
+                    cluster_connect_timeout=c.connect_timeout_s,
+                    invocation_timeout=c.invocation_timeout_s, smart_routing=c.smart_routing,
+                    default_int_type=IntType.LONG,
+                )
+            except HazelcastError as exc:
+                raise GridError(
+                    f"hazelcast: cannot reach cluster {c.cluster_name!r} at {list(c.members)}: "
+                    f"{_journal.brief(exc)}"
+                ) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.shutdown()
+
+    @property
+    def client(self) -> Any:
+        """The connected ``HazelcastClient`` (``GridError`` before ``open()``)."""
+        if self._client is None:
+            raise GridError("hazelcast adapter is not open")
+        return self._client
+
+    def cluster_id(self) -> str:
+        return _journal.cluster_id(self.client)
+
+    def _partitions(self) -> list[int]:
+        return list(range(self.client.partition_service.get_partition_count()))
+
+    # -- caches -------------------------------------------------------------------------
+
+    def list_caches(self) -> list[str]:
+        try:
+            objects = self.client.get_distributed_objects()
+        except HazelcastError as exc:
+            raise GridError(f"hazelcast: cannot list maps: {_journal.brief(exc)}") from exc
+        return sorted(
+            o.name for o in objects
+            if o.service_name == MAP_SERVICE and not o.name.startswith(INTERNAL_PREFIX)
+        )
+
+    def watch_caches(self, listener: Callable[[CacheEvent], None]) -> Callable[[], None]:
+        kinds = {DistributedObjectEventType.CREATED: "created",
+                 DistributedObjectEventType.DESTROYED: "removed"}
+
+        def on_event(event: DistributedObjectEvent) -> None:
+            kind = kinds.get(event.event_type)
+            if (kind is not None and event.service_name == MAP_SERVICE
+                    and not event.name.startswith(INTERNAL_PREFIX)):
+                listener(CacheEvent(kind, event.name))  # type: ignore[arg-type]
+
+        client = self.client
+        try:
+            registration = client.add_distributed_object_listener(on_event).result()
+        except HazelcastError as exc:
+            raise GridError(f"hazelcast: cannot watch maps: {_journal.brief(exc)}") from exc
+
+        def stop() -> None:
+            if client.lifecycle_service.is_running():
+                client.remove_distributed_object_listener(registration).result()
+
+        return stop
+
+    def _map(self, cache: str) -> Any:
+        return self.client.get_map(_check_cache(cache))
+
+    def snapshot(self, cache: str, batch_size: int) -> Iterator[list[Entry]]:
+        """Keys first, then their values in batches (``get_all``): a key removed meanwhile
+        is left out, a value changed meanwhile is read as it is then."""
+        if batch_size < 1:
+            raise ConfigError(f"snapshot batch_size must be positive, not {batch_size}")
+        entries = self._map(cache)
+        try:
+            keys = entries.key_set().result()
+        except HazelcastError as exc:
+            raise GridError(f"cache {cache!r}: cannot list keys: {_journal.brief(exc)}") from exc
+        for start in range(0, len(keys), batch_size):
+            chunk = keys[start : start + batch_size]
+            try:
+                found = entries.get_all(chunk).result()
+            except HazelcastError as exc:
+                raise GridError(
+                    f"cache {cache!r}: cannot read entries: {_journal.brief(exc)}"
+                ) from exc
+            batch = [
+                Entry(_key(cache, k), _value(cache, found[k])) for k in chunk if k in found
+            ]
+            if batch:
+                yield batch
+
+    # -- positions and changes ----------------------------------------------------------
+
+    def _bounds(self, cache: str) -> tuple[str, dict[int, _journal.Bounds]]:
+        """The cluster's id and every partition's journal bounds, both of one cluster."""
+        _check_cache(cache)
+        lineage = self.cluster_id()
+        bounds = _journal.subscribe(self.client, cache, self._partitions())
+        if self.cluster_id() != lineage:
+            raise GridError(f"cache {cache!r}: the cluster restarted while its journal was read")
+        return lineage, bounds
+
+    def end_position(self, cache: str) -> Position:
+        lineage, bounds = self._bounds(cache)
+        nexts = {p: b.end for p, b in bounds.items()}
+        marked = {p: b.end - 1 for p, b in bounds.items() if b.end > b.oldest}
+        reads = _journal.read_partitions(self.client, cache, marked, dict.fromkeys(marked, 1))
+        if self.cluster_id() != lineage:
+            raise GridError(f"cache {cache!r}: the cluster restarted while its journal was read")
+        marks = {}
+        for read in reads:
+            if read.seqs != [marked[read.partition]]:
+                raise GridError(
+                    f"cache {cache!r}: partition {read.partition} answered no event at "
+                    f"{marked[read.partition]}, inside its journal"
+                )
+            marks[str(read.partition)] = _mark(read.events[0])
+        return Position(lineage, {str(p): s for p, s in nexts.items()}, marks)
+
+    def start_position(self, cache: str) -> Position:
+        lineage, bounds = self._bounds(cache)
+        return Position(lineage, {str(p): b.oldest for p, b in bounds.items()})
+
+    def read_changes(self, cache: str, position: Position, max_changes: int) -> ChangeBatch:
+        """Changes from ``position``. Each partition the position marks is read from the
+        event just before its next sequence, whose fingerprint must match the mark (else
+        the map was re-created: ``PositionLostError`` with detail ``"recreated"``)."""
+        if max_changes < 1:
+            raise ConfigError(f"max_changes must be positive, not {max_changes}")
+        nexts = self._check_lineage(cache, position)
+        marks = _marks(cache, position, nexts)
+        lineage, bounds = self._bounds(cache)
+        if lineage != position.lineage:
+            raise _lineage_lost(cache, position.lineage, lineage)
+        if set(nexts) != set(bounds):
+            raise ConfigError(
+                f"cache {cache!r}: the position names partitions {len(nexts)}, the cluster "
+                f"has {len(bounds)}: not a position of this grid"
+            )
+        for p, seq in nexts.items():
+            _check_seq(cache, p, seq, bounds[p])
+            if p in marks and seq - 1 < bounds[p].oldest:
+                raise PositionLostError(
+                    f"cache {cache!r}: partition {p}'s journal now starts at "
+                    f"{bounds[p].oldest}: the event before the stored sequence {seq} is "
+                    "gone (journal overflow)",
+                    cache=cache, detail="overflow",
+                )
+        pending = {p: bounds[p].end - seq for p, seq in nexts.items() if bounds[p].end > seq}
+        sizes, _ = _allocate(pending, max_changes, _start_partition(nexts), len(bounds))
+        starts = {p: nexts[p] - 1 if p in marks else nexts[p] for p in set(sizes) | set(marks)}
+        counts = {p: sizes.get(p, 0) + (1 if p in marks else 0) for p in starts}
+        reads = _journal.read_partitions(self.client, cache, starts, counts) if starts else []
+        if self.cluster_id() != lineage:
+            raise _lineage_lost(cache, position.lineage, self.cluster_id())
+        changes: list[Change] = []
+        new_marks = {str(p): m for p, m in marks.items()}
+        for read in reads:
+            seqs, events = read.seqs, read.events
+            if read.partition in marks:
+                if not seqs or _mark(events[0]) != marks[read.partition]:
+                    raise PositionLostError(
+                        f"cache {cache!r}: partition {read.partition}'s event at "
+                        f"{nexts[read.partition] - 1} is not the one the position saw: the "
+                        "map was destroyed and re-created",
+                        cache=cache, detail="recreated",
+                    )
+                seqs, events = seqs[1:], events[1:]
+            for seq, event in zip(seqs, events, strict=True):
+                changes.append(_change(self, cache, read.partition, seq, event))
+            if seqs:
+                nexts[read.partition] = seqs[-1] + 1
+                new_marks[str(read.partition)] = _mark(events[-1])
+        return ChangeBatch(
+            changes, Position(lineage, {str(p): s for p, s in nexts.items()}, new_marks)
+        )
+
+    def _check_lineage(self, cache: str, position: Position) -> dict[int, int]:
+        current = self.cluster_id()
+        if position.lineage != current:
+            raise _lineage_lost(cache, position.lineage, current)
+        try:
+            return {int(stream): seq for stream, seq in position.next_seqs.items()}
+        except ValueError as exc:
+            raise ConfigError(
+                f"cache {cache!r}: position streams must be partition ids: {exc}"
+            ) from exc
+
+    def decode_key(self, cache: str, data: Any) -> Key:
+        try:
+            plain = _codec.plain_key(bytes(data.buffer))
+            if plain is not None:
+                return plain
+            return _key(cache, self.client._serialization_service.to_object(data))
+        except (HazelcastSerializationError, UnicodeDecodeError) as exc:
+            raise GridError(
+                f"cache {cache!r}: a key cannot be read: {_journal.brief(exc)}"
+            ) from exc
+
+    def decode_value(self, cache: str, data: Any) -> Value:
+        try:
+            text = _codec.json_text(bytes(data.buffer))
+            if text is not None:
+                return _json_object(cache, text)
+            return _value(cache, self.client._serialization_service.to_object(data))
+        except (HazelcastSerializationError, UnicodeDecodeError) as exc:
+            raise GridError(
+                f"cache {cache!r}: a value cannot be read: {_journal.brief(exc)}"
+            ) from exc
+
+    # -- writes -------------------------------------------------------------------------
+
+    def apply(self, cache: str, writes: Sequence[Write]) -> None:
+        """Puts and removes, creating the map if missing.
+
+        Without versions, in the batch's order (runs of puts as one ``put_all``, runs of
+        removes in parallel): the last write wins. With a version on every write, each
+        key's newest write is applied unless the grid holds, for the config's ``source``,
+        a version that is not older, in transactions (see ``_writes``). Either way,
+        re-running a batch (after a failure anywhere in it) leaves every key it names as
+        its first complete run did.
+        """
+        entries = self._map(cache)
+        for write in writes:
+            _check_key(cache, write.key)
+            if write.value is not None:
+                _json(cache, write)
+        versioned = any(w.version is not None for w in writes)
+        try:
+            if versioned:
+                _writes.apply_versioned(
+                    self.client, cache, writes, lambda w: _json(cache, w),
+                    source=self.config.source, timeout_s=2 * self.config.invocation_timeout_s,
+                )
+            else:
+                _writes.apply_plain(entries, writes, lambda w: _json(cache, w))
+        except HazelcastError as exc:
+            raise GridError(f"cache {cache!r}: write failed: {_journal.brief(exc)}") from exc
+        except GridError as exc:
+            raise GridError(f"cache {cache!r}: {exc}") from exc
+
+
+def _check_cache(cache: str) -> str:
+    if not cache or cache.startswith(INTERNAL_PREFIX):
+        raise GridError(f"hazelcast: {cache!r} is not a cache name (empty or internal)")
+    return cache
+
+
+def _lineage_lost(cache: str, stored: str, current: str) -> PositionLostError:
+    return PositionLostError(
+        f"cache {cache!r}: the position belongs to cluster {stored}, the cluster is now "
+        f"{current} (restarted as a whole): its event journal is gone",
+        cache=cache, detail="lineage",
+    )
+
+
+def _check_seq(cache: str, p: int, seq: int, bounds: _journal.Bounds) -> None:
+    if seq < bounds.oldest:
+        raise PositionLostError(
+            f"cache {cache!r}: partition {p}'s journal now starts at {bounds.oldest}, after "
+            f"the stored sequence {seq}: events were lost (journal overflow)",
+            cache=cache, detail="overflow",
+        )
+    if seq > bounds.end:
+        raise PositionLostError(
+            f"cache {cache!r}: partition {p}'s journal ends at {bounds.end}, before the "
+            f"stored sequence {seq} (the map was destroyed or the journal reset)",
+            cache=cache, detail="ahead",
+        )
+
+
+def _mark(event: JournalEvent) -> str:
+    """A journal event's fingerprint: its type, key and new value."""
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(event.event_type.to_bytes(4, "big", signed=True))
+    for data in (event.key, event.new_value):
+        raw = b"" if data is None else bytes(data.buffer)
+        digest.update(len(raw).to_bytes(8, "big"))
+        digest.update(raw)
+    return digest.hexdigest()
+
+
+def _marks(cache: str, position: Position, nexts: dict[int, int]) -> dict[int, str]:
+    """The position's marks by partition; a mark needs a stored sequence after 0."""
+    try:
+        marks = {int(stream): mark for stream, mark in position.marks.items()}
+    except ValueError as exc:
+        raise ConfigError(
+            f"cache {cache!r}: position marks must name partition ids: {exc}"
+        ) from exc
+    if any(p not in nexts or nexts[p] < 1 for p in marks):
+        raise ConfigError(f"cache {cache!r}: a position mark names no stored sequence after 0")
+    return marks
+
+
+def _start_partition(nexts: dict[int, int]) -> int:
+    """Where a read's fair share starts: from the position itself (it moves on with every
+    change read), so successive reads rotate even when each opens a new adapter."""
+    return sum(nexts.values())
+
+
+def _allocate(
+    pending: dict[int, int], budget: int, cursor: int, count: int
+) -> tuple[dict[int, int], int]:
+    """Share ``budget`` fairly among partitions with pending events, starting at ``cursor``
+    (turns rotate between calls); at most one journal read per partition."""
+    left = {p: min(n, _journal.MAX_READ) for p, n in pending.items() if n > 0}
+    order = sorted(left, key=lambda p: (p - cursor) % count)
+    sizes: dict[int, int] = {}
+    furthest = -1  # the furthest partition served, counted from the cursor
+    while budget > 0 and left:
+        share = max(1, budget // len(left))
+        for p in [q for q in order if q in left]:
+            if budget == 0:
+                break
+            take = min(share, left[p], budget)
+            sizes[p] = sizes.get(p, 0) + take
+            left[p] -= take
+            budget -= take
+            furthest = max(furthest, (p - cursor) % count)
+            if left[p] == 0:
+                del left[p]
+    return sizes, (cursor + furthest + 1) % count
+
+
+def _change(
+    adapter: HazelcastAdapter, cache: str, partition: int, seq: int, event: JournalEvent
+) -> Change:
+    if event.key is None:
+        raise GridError(f"cache {cache!r}: journal event {partition}/{seq} has no key")
+    key = adapter.decode_key(cache, event.key)
+    if event.event_type in _PUT_EVENTS and event.new_value is not None:
+        value: Value | None = adapter.decode_value(cache, event.new_value)
+    elif event.event_type in _GONE_EVENTS:
+        value = None
+    else:
+        raise GridError(
+            f"cache {cache!r}: journal event {partition}/{seq} has type {event.event_type} "
+            "and no value: not a put or a removal"
+        )
+    return Change(cache, key, value, seq, str(partition), seq)
+
+
+def _check_key(cache: str, key: Key) -> Key:
+    if type(key) is str or (type(key) is int and _LONG_MIN <= key <= _LONG_MAX):
+        return key
+    raise GridError(f"cache {cache!r}: a key must be a string or a 64-bit integer")
+
+
+def _key(cache: str, key: object) -> Key:
+    if type(key) is str or type(key) is int:
+        return key
+    raise GridError(f"cache {cache!r}: a key of type {type(key).__name__} is not a cache key")
+
+
+def _value(cache: str, value: object) -> Value:
+    if not isinstance(value, HazelcastJsonValue):
+        raise GridError(
+            f"cache {cache!r}: a value of type {type(value).__name__} is not JSON "
+            "(gridstream reads HazelcastJsonValue objects)"
+        )
+    return _json_object(cache, value.to_string())
+
+
+def _json_object(cache: str, text: str | bytes) -> Value:
+    try:
+        decoded = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise GridError(f"cache {cache!r}: a value is not valid JSON: {exc}") from exc
+    if not isinstance(decoded, dict):
+        raise GridError(f"cache {cache!r}: a value is JSON {type(decoded).__name__}, not an object")
+    return decoded
+
+
+def _json(cache: str, write: Write) -> HazelcastJsonValue:
+    if not isinstance(write.value, dict):
+        raise GridError(f"cache {cache!r}: a value must be a JSON object")
+    try:
+        return HazelcastJsonValue(orjson.dumps(write.value).decode())
+    except TypeError as exc:
+        raise GridError(f"cache {cache!r}: a value cannot be written as JSON: {exc}") from exc
