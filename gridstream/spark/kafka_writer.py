@@ -48,7 +48,9 @@ from gridstream.spark._kafka_slots import (
     H1,
     H2,
     Marker,
+    MarkerScan,
     SlotPlan,
+    check_layout,
     close_producer,
     decide,
     marker_partition,
@@ -75,7 +77,9 @@ PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
     "linger.ms": 5, "partitioner": "murmur2_random",
 }
 """Under the user's properties (murmur2: the partitions Java producers pick)."""
-_FORBIDDEN = ("transactional.id", "enable.idempotence", "acks")
+_FORBIDDEN = ("transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms",
+              "bootstrap.servers")
+"""Set by the writer itself (the last two: its arguments); refused in ``properties``."""
 _RESULT_SCHEMA = "slot INT, records LONG, skipped BOOLEAN"
 
 
@@ -139,7 +143,8 @@ class KafkaExactlyOnceWriter:
             raise ConfigError("the writer needs a name without '/'")
         bad = sorted(set(_FORBIDDEN) & set(properties or {}))
         if bad:
-            raise ConfigError(f"the exactly-once writer sets {', '.join(bad)} itself")
+            raise ConfigError(f"the exactly-once writer sets {', '.join(bad)} itself (give "
+                              "bootstrap servers and the transaction timeout as arguments)")
         check_transaction_timeout(transaction_timeout_ms, trigger)
         self.name, self.topic, self.query_id = name, topic, query_id
         self.marker_topic, self.marker_partitions = marker_topic, marker_partitions
@@ -150,6 +155,8 @@ class KafkaExactlyOnceWriter:
                                 "transaction.timeout.ms": transaction_timeout_ms})
         self._prepared_for: str | None = None
         self._partitions = 0
+        self._scan: MarkerScan | None = None
+        self._admin: AdminClient | None = None
         self.results: deque[BatchResult] = deque(maxlen=1000)
         """The last batches' results (oldest first)."""
 
@@ -181,8 +188,10 @@ class KafkaExactlyOnceWriter:
         counted = time.monotonic()
         if self._prepared_for != query_id:
             self._prepare(df, query_id, len(slots))
+        committed = self._committed(batch_id, slots)
         plan = SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
-                     query_id, self._prefix(query_id), batch_id, slots, self.timeout_s)
+                        query_id, self._prefix(query_id), batch_id, slots, self.timeout_s,
+                        self._wait_s(), committed)
         try:
             done = rows.mapInArrow(lambda batches: run_task(plan, iter(batches)),
                                    _RESULT_SCHEMA).collect()
@@ -198,6 +207,32 @@ class KafkaExactlyOnceWriter:
         log.info("writer %s batch %d: %d rows written, %d skipped (committed earlier)",
                  self.name, batch_id, result.written, result.skipped)
         return result
+
+    def _wait_s(self) -> float:
+        """How long a marker partition's open transaction is waited for: until the broker
+        has surely aborted it (the transaction timeout, and a margin)."""
+        return self.transaction_timeout_ms / 1000 + max(self.timeout_s, 10.0)
+
+    def _committed(self, batch_id: int, slots: dict[int, tuple[int, str]]) -> dict[int, Marker]:
+        """Before any task runs: every marker of the query, from every partition of the
+        marker topic; refuses a batch committed (in part) under another slot layout, or
+        a query ahead of the batch."""
+        assert self._admin is not None and self._scan is not None
+        try:
+            meta = self._admin.list_topics(self.marker_topic, timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise kafka_error("cannot read the marker topic's metadata", exc) from exc
+        self._partitions = len(meta.topics[self.marker_topic].partitions)
+        markers = self._scan.markers(self._partitions, self._wait_s())
+        check_layout(markers, batch_id, slots)
+        return {slot: m for slot, m in markers.items() if m.batch == batch_id}
+
+    def close(self) -> None:
+        """Close the driver's Kafka clients (the writer reopens them if used again)."""
+        if self._scan is not None:
+            self._scan.close()
+        self._scan = self._admin = None
+        self._prepared_for = None
 
     def _prefix(self, query_id: str) -> str:
         return f"gridstream-spark-{self.name}-{query_id}"
@@ -246,6 +281,9 @@ class KafkaExactlyOnceWriter:
             "min.cleanable.dirty.ratio": "0.1"})], self.timeout_s)
         meta = admin.list_topics(self.marker_topic, timeout=self.timeout_s)
         self._partitions = len(meta.topics[self.marker_topic].partitions)
+        self.close()
+        self._admin = admin
+        self._scan = MarkerScan(config, self.marker_topic, query_id)
         prefix = self._prefix(query_id)
         for slot in range(max(slots, 1)):
             close_producer(new_producer(self.properties, transactional_id(prefix, slot),
