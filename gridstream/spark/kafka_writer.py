@@ -276,7 +276,13 @@ class KafkaExactlyOnceWriter:
         except KafkaException as exc:
             raise kafka_error("invalid kafka client configuration", exc, config) from exc
         check_transaction_timeout(self.transaction_timeout_ms, None, _broker_max(admin))
-        ensure_topics(admin, [TopicSpec(self.marker_topic, self.marker_partitions, -1, {
+        try:  # an existing marker topic is used with its own partition count
+            existing = admin.list_topics(timeout=self.timeout_s).topics.get(self.marker_topic)
+        except KafkaException as exc:
+            raise kafka_error("cannot list topics", exc) from exc
+        partitions = len(existing.partitions) if existing and existing.partitions else 0
+        partitions = partitions or self.marker_partitions
+        ensure_topics(admin, [TopicSpec(self.marker_topic, partitions, -1, {
             "cleanup.policy": "compact", "segment.ms": "600000",
             "min.cleanable.dirty.ratio": "0.1"})], self.timeout_s)
         meta = admin.list_topics(self.marker_topic, timeout=self.timeout_s)

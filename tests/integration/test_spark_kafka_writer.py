@@ -218,6 +218,18 @@ def test_markers_are_found_after_partitions_were_added_to_the_marker_topic(
     assert _values(kafka_bootstrap, topic) == list(range(400))
 
 
+
+def test_an_existing_marker_topic_with_fewer_partitions_is_used_as_it_is(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
+    topic = topic_factory(1)
+    marker_topic = topic_factory(1, cleanup_policy="compact")
+    writer = _writer(kafka_bootstrap, topic, marker_topic=marker_topic, timeout_s=10)
+    assert writer.marker_partitions == 8
+    assert writer(_rows(spark, range(30)), 0).written == 30
+    assert writer(_rows(spark, range(30)), 0).skipped == 30
+    assert _values(kafka_bootstrap, topic) == list(range(30))
+
+
 SPECULATION = """
 import sys
 from gridstream.errors import ConfigError
