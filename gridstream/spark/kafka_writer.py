@@ -40,7 +40,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._resource import ResourceType
 
-from gridstream.errors import ConfigError, GridstreamError, SparkError
+from gridstream.errors import ConfigError, GridstreamError, KafkaClientError, SparkError
 from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics
 from gridstream.kafka.errors import kafka_error
 from gridstream.spark._kafka_slots import (
@@ -138,7 +138,7 @@ class KafkaExactlyOnceWriter:
                  marker_topic: str = DEFAULT_MARKER_TOPIC, marker_partitions: int = 8,
                  transaction_timeout_ms: int = 60_000, trigger: str | None = None,
                  query_id: str | None = None, timeout_s: float = 30.0,
-                 cache_batch: bool = True) -> None:
+                 cache_batch: bool = True, check_broker_timeout: bool = True) -> None:
         if not name or "/" in name:
             raise ConfigError("the writer needs a name without '/'")
         bad = sorted(set(_FORBIDDEN) & set(properties or {}))
@@ -149,6 +149,7 @@ class KafkaExactlyOnceWriter:
         self.name, self.topic, self.query_id = name, topic, query_id
         self.marker_topic, self.marker_partitions = marker_topic, marker_partitions
         self.timeout_s, self.cache_batch = timeout_s, cache_batch
+        self.check_broker_timeout = check_broker_timeout
         self.transaction_timeout_ms = transaction_timeout_ms
         self.properties = KafkaProperties(properties).layered(
             PRODUCER_DEFAULTS, {"bootstrap.servers": bootstrap_servers,
@@ -275,7 +276,9 @@ class KafkaExactlyOnceWriter:
                 "linger.ms", "partitioner")})
         except KafkaException as exc:
             raise kafka_error("invalid kafka client configuration", exc, config) from exc
-        check_transaction_timeout(self.transaction_timeout_ms, None, _broker_max(admin))
+        if self.check_broker_timeout:
+            check_transaction_timeout(self.transaction_timeout_ms, None,
+                                      _broker_max(admin, self.timeout_s))
         try:  # an existing marker topic is used with its own partition count
             existing = admin.list_topics(timeout=self.timeout_s).topics.get(self.marker_topic)
         except KafkaException as exc:
@@ -305,16 +308,20 @@ def _task_error(exc: Exception) -> str:
     return (ours or lines or [type(exc).__name__])[0]
 
 
-def _broker_max(admin: AdminClient) -> int | None:
-    """The broker's ``transaction.max.timeout.ms`` (None if it cannot be described)."""
+def _broker_max(admin: AdminClient, timeout_s: float) -> int | None:
+    """The broker's ``transaction.max.timeout.ms`` (None if it does not say);
+    ``KafkaClientError`` if it cannot be described (``check_broker_timeout=False``
+    skips the check)."""
     try:
-        brokers = admin.list_topics(timeout=30).brokers
+        brokers = admin.list_topics(timeout=timeout_s).brokers
+        if not brokers:
+            raise KafkaClientError("no broker in the cluster's metadata: cannot check "
+                                   "transaction.max.timeout.ms", code=None)
         resource = ConfigResource(ResourceType.BROKER, str(next(iter(brokers))))
-        configs = admin.describe_configs([resource])[resource].result(30)
-    except (KafkaException, StopIteration) as exc:
-        log.warning("cannot read the broker's transaction.max.timeout.ms: %s",
-                    type(exc).__name__)
-        return None
+        configs = admin.describe_configs([resource])[resource].result(timeout_s)
+    except KafkaException as exc:
+        raise kafka_error("cannot read the broker's transaction.max.timeout.ms (to skip "
+                          "the check: check_broker_timeout=False)", exc) from exc
     entry = configs.get("transaction.max.timeout.ms")
     return int(entry.value) if entry is not None and entry.value else None
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
-from gridstream.errors import ConfigError, SparkError
+from gridstream.errors import ConfigError, KafkaClientError, SparkError
 from gridstream.spark._kafka_slots import check_layout
 from gridstream.spark.kafka_writer import (
     KafkaExactlyOnceWriter,
     Marker,
+    _broker_max,
     assign_slots,
     check_transaction_timeout,
     decide,
@@ -163,3 +165,15 @@ def test_a_marker_of_a_later_batch_in_any_slot_is_refused() -> None:
 def test_properties_the_writer_sets_from_its_arguments_are_refused(prop: str) -> None:
     with pytest.raises(ConfigError, match=f"sets {prop} itself"):
         KafkaExactlyOnceWriter("b:9092", name="w", topic="t", properties={prop: "1"})
+
+
+class _NoBrokerAdmin:
+    """An admin client whose cluster cannot be reached."""
+
+    def list_topics(self, timeout: float) -> object:
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+
+def test_a_broker_maximum_that_cannot_be_read_is_an_error() -> None:
+    with pytest.raises(KafkaClientError, match=r"check_broker_timeout=False"):
+        _broker_max(_NoBrokerAdmin(), 1.0)  # type: ignore[arg-type]
