@@ -15,10 +15,14 @@ same slots for the same rows in any run. Then slot ``s``:
 - uses the transactional id ``<prefix>-<s>`` (prefix from the writer's name and the
   query's id, which lives in the checkpoint; never the attempt number), so any later
   producer of the slot fences an earlier one and aborts what it left open;
-- after ``init_transactions`` reads its marker ``read_committed``: a marker for this
-  batch (same content) means an earlier run committed it: skipped, never written twice;
+- after ``init_transactions`` (a new producer per task) reads its marker
+  ``read_committed``: a marker for this batch (same content) means an earlier run
+  committed it: skipped, never written twice;
 - on its first batch the driver initialises every slot's id, aborting transactions left
-  open by an earlier run before any task starts.
+  open by an earlier run before any task starts;
+- before any task of a batch runs, the driver reads every marker of the query from all
+  partitions of the marker topic: a batch committed (in part) under another slot layout,
+  or a marker ahead of the batch, is refused before any slot writes.
 
 Assumption: a batch id always holds the same rows (true for Kafka sources, whose
 offsets for each batch are in the checkpoint). A re-run whose rows differ is refused
