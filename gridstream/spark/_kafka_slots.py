@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from gridstream.errors import ConfigError, KafkaClientError, SparkError
+from gridstream.errors import ConfigError, SparkError
 from gridstream.kafka import KafkaProperties
 from gridstream.kafka.errors import error_of, kafka_error
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["COLUMNS", "H1", "H2", "Marker", "SlotPlan", "close_producer", "decide",
-           "marker_key", "marker_partition", "new_producer", "run_task", "transactional_id"]
+__all__ = ["COLUMNS", "H1", "H2", "Marker", "MarkerScan", "SlotPlan", "check_layout",
+           "close_producer", "decide", "marker_key", "marker_partition", "new_producer",
+           "run_task", "transactional_id"]
 
 COLUMNS = ("key", "value", "topic", "partition", "headers")
 """The columns of Spark's Kafka sink that a row may have."""
@@ -90,6 +91,28 @@ def decide(marker: Marker | None, batch_id: int, slots: int, records: int,
     return False
 
 
+def check_layout(markers: Mapping[int, Marker], batch_id: int,
+                 slots: Mapping[int, tuple[int, str]]) -> None:
+    """The driver's check before any task runs: ``SparkError`` if a marker of the query
+    (``{slot: marker}``, every slot found) is ahead of the batch, or if a marker of this
+    batch was committed under another slot layout than ``slots`` (``{partition: (slot,
+    content)}``) — another slot count, or other rows in a slot."""
+    ahead = sorted((m for m in markers.values() if m.batch > batch_id), key=lambda m: m.slot)
+    if ahead:
+        decide(ahead[0], batch_id, len(slots), ahead[0].records, ahead[0].content)
+    contents = dict(slots.values())
+    for marker in sorted((m for m in markers.values() if m.batch == batch_id),
+                         key=lambda m: m.slot):
+        if marker.slots != len(slots) or contents.get(marker.slot) != marker.content:
+            raise SparkError(
+                f"batch {batch_id} was committed (in part or in whole) under another slot "
+                f"layout than its re-run has (committed: slot {marker.slot} of "
+                f"{marker.slots}, {marker.records} rows; now {len(slots)} slots): its input "
+                "is not deterministic, or its rows are split into partitions differently "
+                "now (restore the first run's partitioning, e.g. the source's "
+                "minPartitions); refused before any slot writes, to write no row twice")
+
+
 @dataclass(frozen=True)
 class SlotPlan:
     """Everything a task needs (pickled to the executors; its repr hides secrets)."""
@@ -103,12 +126,12 @@ class SlotPlan:
     batch_id: int
     slots: Mapping[int, tuple[int, str]]
     timeout_s: float
+    wait_s: float
+    """How long an open transaction on a marker partition is waited for."""
+    committed: Mapping[int, Marker] = field(default_factory=dict)
+    """The query's markers the driver read before the tasks started, by slot."""
 
 
-
-_PRODUCERS: dict[str, Producer] = {}
-"""Initialised producers of this Python worker by transactional id (workers are reused;
-a producer another worker fenced since is found out before any row is taken)."""
 _READERS: dict[tuple[str, str, int], _MarkerReader] = {}
 
 
@@ -144,22 +167,19 @@ def close_producer(producer: Producer) -> None:
         producer.close()
 
 
-def _drop_producer(txn_id: str, abort_s: float | None = None) -> None:
-    """Forget (and close) the worker's producer of ``txn_id``; with ``abort_s``, abort
-    its open transaction first if it can (else the next run's init aborts it)."""
-    producer = _PRODUCERS.pop(txn_id, None)
-    if producer is None:
-        return
-    if abort_s is not None:
-        with contextlib.suppress(KafkaException):
-            producer.abort_transaction(abort_s)
+def _abort_and_close(producer: Producer, abort_s: float) -> None:
+    """Abort the producer's open transaction if it can (else the next run's init of the
+    same transactional id aborts it), and close it."""
+    with contextlib.suppress(KafkaException):
+        producer.abort_transaction(abort_s)
     close_producer(producer)
 
 
 class _MarkerReader:
     """Committed markers of one marker partition, read incrementally."""
 
-    def __init__(self, config: Mapping[str, Any], topic: str, partition: int) -> None:
+    def __init__(self, config: Mapping[str, Any], topic: str, partition: int,
+                 prefix: bytes = b"") -> None:
         base = {k: v for k, v in config.items() if k.startswith((
             "bootstrap.", "security.", "sasl.", "ssl.", "client.", "socket.", "broker."))}
         base.update({"group.id": "gridstream-spark-markers", "enable.auto.commit": False,
@@ -168,36 +188,84 @@ class _MarkerReader:
         self.ends = Consumer({**base, "isolation.level": "read_uncommitted"})
         self.tp = TopicPartition(topic, partition)
         self.next_offset: int | None = None
+        self.prefix = prefix
         self.values: dict[bytes, bytes] = {}
+        """The last committed value of each key (that starts with ``prefix``)."""
 
-    def get(self, key: bytes, timeout_s: float) -> Marker | None:
-        """The last committed marker under ``key``, reading to the partition's real end
-        (an open transaction there is waited for, up to ``timeout_s``)."""
+    def close(self) -> None:
+        self.committed.close()
+        self.ends.close()
+
+    def get(self, key: bytes, wait_s: float) -> Marker | None:
+        """The last committed marker under ``key``, reading to the partition's real end."""
+        self.read(wait_s)
+        value = self.values.get(key)
+        return None if value is None else Marker.decode(value)
+
+    def read(self, wait_s: float) -> None:
+        """Read the partition's new committed records to its real end (an open
+        transaction there is waited for, up to ``wait_s``: the transaction timeout and a
+        margin, after which the broker has aborted it)."""
+        timeout_s = min(wait_s, 30.0)
         low, high = self.ends.get_watermark_offsets(self.tp, timeout=timeout_s, cached=False)
         start = low if self.next_offset is None else max(self.next_offset, low)
         if start < high:
             self.committed.assign([TopicPartition(self.tp.topic, self.tp.partition, start)])
-            deadline = time.monotonic() + timeout_s
+            deadline = time.monotonic() + wait_s
             position = start
             while position < high:
                 for msg in self.committed.consume(1000, timeout=0.2):
                     if msg.error() is not None:
                         raise KafkaException(msg.error())
                     k, v = msg.key(), msg.value()
-                    if k is not None and v is not None:
+                    if k is None or not k.startswith(self.prefix):
+                        continue
+                    if v is not None:
                         self.values[k] = v
-                    elif k is not None:  # a tombstone: no marker
+                    else:  # a tombstone: no marker
                         self.values.pop(k, None)
                 position = self.committed.position([self.tp])[0].offset
-                if time.monotonic() > deadline:
+                if position < high and time.monotonic() > deadline:
                     raise SparkError(
                         f"cannot read marker partition {self.tp.partition} of "
-                        f"{self.tp.topic!r} to its end ({position} of {high}) within "
-                        f"{timeout_s:g}s: a transaction left open there by a crashed "
-                        "writer of another query blocks it until its timeout")
+                        f"{self.tp.topic!r} to its end within {wait_s:g}s: a transaction "
+                        "there stayed open longer than this writer's transaction timeout "
+                        "(a writer sharing the marker topic with a larger "
+                        "transaction.timeout.ms?)")
         self.next_offset = max(high, start)
-        value = self.values.get(key)
-        return None if value is None else Marker.decode(value)
+
+
+class MarkerScan:
+    """The driver's view of one query's markers in every partition of the marker topic
+    (so markers are found whatever partition count they were written under)."""
+
+    def __init__(self, config: Mapping[str, Any], topic: str, query_id: str) -> None:
+        self.config, self.topic, self.query_id = config, topic, query_id
+        self.readers: dict[int, _MarkerReader] = {}
+
+    def markers(self, partitions: int, wait_s: float) -> dict[int, Marker]:
+        """``{slot: marker}``: the last committed marker of each slot of the query."""
+        found: dict[int, Marker] = {}
+        prefix = f"{self.query_id}/".encode()
+        for partition in range(partitions):
+            reader = self.readers.get(partition)
+            if reader is None:
+                reader = self.readers[partition] = _MarkerReader(
+                    self.config, self.topic, partition, prefix)
+            reader.read(wait_s)
+            for value in reader.values.values():
+                marker = Marker.decode(value)
+                if marker.query != self.query_id:
+                    continue
+                known = found.get(marker.slot)
+                if known is None or marker.batch > known.batch:  # stale: another partition
+                    found[marker.slot] = marker
+        return found
+
+    def close(self) -> None:
+        for reader in self.readers.values():
+            reader.close()
+        self.readers.clear()
 
 
 def _reader(plan: SlotPlan, slot: int) -> _MarkerReader:
@@ -229,13 +297,18 @@ def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     expected = int(content.split(":", 1)[0])
     txn_id = transactional_id(plan.prefix, slot)
     key = marker_key(plan.query_id, slot)
+    producer = new_producer(plan.properties, txn_id, plan.timeout_s)
     try:
-        producer, marker = _begin(plan, slot, txn_id, key)
+        marker = _newest(plan.committed.get(slot),
+                         _reader(plan, slot).get(key, plan.wait_s))
         if not decide(marker, plan.batch_id, len(plan.slots), expected, content):
-            producer.abort_transaction(plan.timeout_s)
             _check(plan, content, _sums(batches, None, plan))
             records, skipped = expected, True
         else:
+            # the marker partition joins the transaction only at its end (a reader
+            # of it waits for the transaction's end); a fenced producer fails at the
+            # latest in commit_transaction, before anything of it is committed
+            producer.begin_transaction()
             _check(plan, content, _sums(batches, producer, plan))
             done = Marker(plan.query_id, slot, plan.batch_id, len(plan.slots), expected,
                           content)
@@ -244,54 +317,24 @@ def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
             producer.commit_transaction(plan.timeout_s)
             records, skipped = expected, False
     except KafkaException as exc:
-        _drop_producer(txn_id, abort_s=plan.timeout_s)
+        _abort_and_close(producer, plan.timeout_s)
         raise kafka_error(f"slot {slot} of batch {plan.batch_id} failed", exc,
                           plan.properties.client_config()) from exc
     except BaseException:
-        _drop_producer(txn_id, abort_s=plan.timeout_s)
+        _abort_and_close(producer, plan.timeout_s)
         raise
+    close_producer(producer)
     yield pa.RecordBatch.from_pylist([{"slot": slot, "records": records, "skipped": skipped}],
                                      schema=pa.schema([("slot", pa.int32()),
                                                        ("records", pa.int64()),
                                                        ("skipped", pa.bool_())]))
 
 
-def _begin(plan: SlotPlan, slot: int, txn_id: str,
-           key: bytes) -> tuple[Producer, Marker | None]:
-    """A producer with an open transaction that nobody has fenced, and the slot's last
-    committed marker, read after this producer's id was last initialised."""
-    for _ in range(3):
-        producer = _PRODUCERS.get(txn_id)
-        fresh = producer is None
-        if producer is None:
-            producer = _PRODUCERS[txn_id] = new_producer(plan.properties, txn_id,
-                                                         plan.timeout_s)
-        marker = _reader(plan, slot).get(key, plan.timeout_s)
-        # a probe: registers the marker partition now, so a cached producer that another
-        # worker fenced fails before a row is taken (an unchanged marker value)
-        errors: list[Any] = []
-        try:
-            producer.begin_transaction()
-            producer.produce(
-                plan.marker_topic, marker.encode() if marker is not None else None, key,
-                partition=marker_partition(plan.query_id, slot, plan.marker_partitions))
-            # a fenced producer raises here (_FENCED); no delivery callback, which
-            # confluent-kafka would call with that exception pending
-            if producer.flush(plan.timeout_s):
-                errors.append(KafkaClientError("the probe was not delivered in time",
-                                               code="_TIMED_OUT", retriable=True))
-        except KafkaException as exc:
-            errors.append(exc)
-        if not errors:
-            return producer, marker
-        _drop_producer(txn_id)
-        if fresh:
-            if isinstance(errors[0], KafkaClientError):
-                raise errors[0]
-            raise kafka_error(f"slot {slot}: the transaction could not start", errors[0],
-                              plan.properties.client_config()) from errors[0]
-    raise KafkaClientError(f"slot {slot}: fenced again and again (another writer of the "
-                           "same transactional id is running)", code="_FENCED")
+def _newest(first: Marker | None, second: Marker | None) -> Marker | None:
+    """Of two reads of a slot's marker, the one of the later batch."""
+    if first is None or (second is not None and second.batch >= first.batch):
+        return second
+    return first
 
 
 def _check(plan: SlotPlan, content: str, found: str) -> None:

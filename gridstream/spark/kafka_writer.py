@@ -15,10 +15,14 @@ same slots for the same rows in any run. Then slot ``s``:
 - uses the transactional id ``<prefix>-<s>`` (prefix from the writer's name and the
   query's id, which lives in the checkpoint; never the attempt number), so any later
   producer of the slot fences an earlier one and aborts what it left open;
-- after ``init_transactions`` reads its marker ``read_committed``: a marker for this
-  batch (same content) means an earlier run committed it: skipped, never written twice;
+- after ``init_transactions`` (a new producer per task) reads its marker
+  ``read_committed``: a marker for this batch (same content) means an earlier run
+  committed it: skipped, never written twice;
 - on its first batch the driver initialises every slot's id, aborting transactions left
-  open by an earlier run before any task starts.
+  open by an earlier run before any task starts;
+- before any task of a batch runs, the driver reads every marker of the query from all
+  partitions of the marker topic: a batch committed (in part) under another slot layout,
+  or a marker ahead of the batch, is refused before any slot writes.
 
 Assumption: a batch id always holds the same rows (true for Kafka sources, whose
 offsets for each batch are in the checkpoint). A re-run whose rows differ is refused
@@ -40,7 +44,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._resource import ResourceType
 
-from gridstream.errors import ConfigError, GridstreamError, SparkError
+from gridstream.errors import ConfigError, GridstreamError, KafkaClientError, SparkError
 from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics
 from gridstream.kafka.errors import kafka_error
 from gridstream.spark._kafka_slots import (
@@ -48,7 +52,9 @@ from gridstream.spark._kafka_slots import (
     H1,
     H2,
     Marker,
+    MarkerScan,
     SlotPlan,
+    check_layout,
     close_producer,
     decide,
     marker_partition,
@@ -75,7 +81,9 @@ PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
     "linger.ms": 5, "partitioner": "murmur2_random",
 }
 """Under the user's properties (murmur2: the partitions Java producers pick)."""
-_FORBIDDEN = ("transactional.id", "enable.idempotence", "acks")
+_FORBIDDEN = ("transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms",
+              "bootstrap.servers")
+"""Set by the writer itself (the last two: its arguments); refused in ``properties``."""
 _RESULT_SCHEMA = "slot INT, records LONG, skipped BOOLEAN"
 
 
@@ -134,22 +142,26 @@ class KafkaExactlyOnceWriter:
                  marker_topic: str = DEFAULT_MARKER_TOPIC, marker_partitions: int = 8,
                  transaction_timeout_ms: int = 60_000, trigger: str | None = None,
                  query_id: str | None = None, timeout_s: float = 30.0,
-                 cache_batch: bool = True) -> None:
+                 cache_batch: bool = True, check_broker_timeout: bool = True) -> None:
         if not name or "/" in name:
             raise ConfigError("the writer needs a name without '/'")
         bad = sorted(set(_FORBIDDEN) & set(properties or {}))
         if bad:
-            raise ConfigError(f"the exactly-once writer sets {', '.join(bad)} itself")
+            raise ConfigError(f"the exactly-once writer sets {', '.join(bad)} itself (give "
+                              "bootstrap servers and the transaction timeout as arguments)")
         check_transaction_timeout(transaction_timeout_ms, trigger)
         self.name, self.topic, self.query_id = name, topic, query_id
         self.marker_topic, self.marker_partitions = marker_topic, marker_partitions
         self.timeout_s, self.cache_batch = timeout_s, cache_batch
+        self.check_broker_timeout = check_broker_timeout
         self.transaction_timeout_ms = transaction_timeout_ms
         self.properties = KafkaProperties(properties).layered(
             PRODUCER_DEFAULTS, {"bootstrap.servers": bootstrap_servers,
                                 "transaction.timeout.ms": transaction_timeout_ms})
         self._prepared_for: str | None = None
         self._partitions = 0
+        self._scan: MarkerScan | None = None
+        self._admin: AdminClient | None = None
         self.results: deque[BatchResult] = deque(maxlen=1000)
         """The last batches' results (oldest first)."""
 
@@ -181,8 +193,10 @@ class KafkaExactlyOnceWriter:
         counted = time.monotonic()
         if self._prepared_for != query_id:
             self._prepare(df, query_id, len(slots))
+        committed = self._committed(batch_id, slots)
         plan = SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
-                     query_id, self._prefix(query_id), batch_id, slots, self.timeout_s)
+                        query_id, self._prefix(query_id), batch_id, slots, self.timeout_s,
+                        self._wait_s(), committed)
         try:
             done = rows.mapInArrow(lambda batches: run_task(plan, iter(batches)),
                                    _RESULT_SCHEMA).collect()
@@ -198,6 +212,32 @@ class KafkaExactlyOnceWriter:
         log.info("writer %s batch %d: %d rows written, %d skipped (committed earlier)",
                  self.name, batch_id, result.written, result.skipped)
         return result
+
+    def _wait_s(self) -> float:
+        """How long a marker partition's open transaction is waited for: until the broker
+        has surely aborted it (the transaction timeout, and a margin)."""
+        return self.transaction_timeout_ms / 1000 + max(self.timeout_s, 10.0)
+
+    def _committed(self, batch_id: int, slots: dict[int, tuple[int, str]]) -> dict[int, Marker]:
+        """Before any task runs: every marker of the query, from every partition of the
+        marker topic; refuses a batch committed (in part) under another slot layout, or
+        a query ahead of the batch."""
+        assert self._admin is not None and self._scan is not None
+        try:
+            meta = self._admin.list_topics(self.marker_topic, timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise kafka_error("cannot read the marker topic's metadata", exc) from exc
+        self._partitions = len(meta.topics[self.marker_topic].partitions)
+        markers = self._scan.markers(self._partitions, self._wait_s())
+        check_layout(markers, batch_id, slots)
+        return {slot: m for slot, m in markers.items() if m.batch == batch_id}
+
+    def close(self) -> None:
+        """Close the driver's Kafka clients (the writer reopens them if used again)."""
+        if self._scan is not None:
+            self._scan.close()
+        self._scan = self._admin = None
+        self._prepared_for = None
 
     def _prefix(self, query_id: str) -> str:
         return f"gridstream-spark-{self.name}-{query_id}"
@@ -240,12 +280,23 @@ class KafkaExactlyOnceWriter:
                 "linger.ms", "partitioner")})
         except KafkaException as exc:
             raise kafka_error("invalid kafka client configuration", exc, config) from exc
-        check_transaction_timeout(self.transaction_timeout_ms, None, _broker_max(admin))
-        ensure_topics(admin, [TopicSpec(self.marker_topic, self.marker_partitions, -1, {
+        if self.check_broker_timeout:
+            check_transaction_timeout(self.transaction_timeout_ms, None,
+                                      _broker_max(admin, self.timeout_s))
+        try:  # an existing marker topic is used with its own partition count
+            existing = admin.list_topics(timeout=self.timeout_s).topics.get(self.marker_topic)
+        except KafkaException as exc:
+            raise kafka_error("cannot list topics", exc) from exc
+        partitions = len(existing.partitions) if existing and existing.partitions else 0
+        partitions = partitions or self.marker_partitions
+        ensure_topics(admin, [TopicSpec(self.marker_topic, partitions, -1, {
             "cleanup.policy": "compact", "segment.ms": "600000",
             "min.cleanable.dirty.ratio": "0.1"})], self.timeout_s)
         meta = admin.list_topics(self.marker_topic, timeout=self.timeout_s)
         self._partitions = len(meta.topics[self.marker_topic].partitions)
+        self.close()
+        self._admin = admin
+        self._scan = MarkerScan(config, self.marker_topic, query_id)
         prefix = self._prefix(query_id)
         for slot in range(max(slots, 1)):
             close_producer(new_producer(self.properties, transactional_id(prefix, slot),
@@ -261,16 +312,20 @@ def _task_error(exc: Exception) -> str:
     return (ours or lines or [type(exc).__name__])[0]
 
 
-def _broker_max(admin: AdminClient) -> int | None:
-    """The broker's ``transaction.max.timeout.ms`` (None if it cannot be described)."""
+def _broker_max(admin: AdminClient, timeout_s: float) -> int | None:
+    """The broker's ``transaction.max.timeout.ms`` (None if it does not say);
+    ``KafkaClientError`` if it cannot be described (``check_broker_timeout=False``
+    skips the check)."""
     try:
-        brokers = admin.list_topics(timeout=30).brokers
+        brokers = admin.list_topics(timeout=timeout_s).brokers
+        if not brokers:
+            raise KafkaClientError("no broker in the cluster's metadata: cannot check "
+                                   "transaction.max.timeout.ms", code=None)
         resource = ConfigResource(ResourceType.BROKER, str(next(iter(brokers))))
-        configs = admin.describe_configs([resource])[resource].result(30)
-    except (KafkaException, StopIteration) as exc:
-        log.warning("cannot read the broker's transaction.max.timeout.ms: %s",
-                    type(exc).__name__)
-        return None
+        configs = admin.describe_configs([resource])[resource].result(timeout_s)
+    except KafkaException as exc:
+        raise kafka_error("cannot read the broker's transaction.max.timeout.ms (to skip "
+                          "the check: check_broker_timeout=False)", exc) from exc
     entry = configs.get("transaction.max.timeout.ms")
     return int(entry.value) if entry is not None and entry.value else None
 

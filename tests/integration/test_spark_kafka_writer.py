@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -75,7 +77,7 @@ def test_a_rerun_with_other_rows_is_refused(
     topic = topic_factory(3)
     writer = _writer(kafka_bootstrap, topic)
     writer(_rows(spark, range(100)), 0)
-    with pytest.raises(SparkError, match="not deterministic"):
+    with pytest.raises(SparkError, match="another slot layout.*not deterministic"):
         writer(_rows(spark, range(100, 200)), 0)
     assert _values(kafka_bootstrap, topic) == list(range(100))
 
@@ -106,6 +108,126 @@ def test_a_transaction_timeout_above_the_broker_maximum_is_refused(
     with pytest.raises(ConfigError, match=r"transaction\.max\.timeout\.ms \(900000\)"):
         writer(_rows(spark, range(5)), 0)
     assert _values(kafka_bootstrap, topic) == []
+
+
+def _commit_slots(spark: Any, bootstrap: str, writer: KafkaExactlyOnceWriter, df: Any,
+                  first_slot: int) -> int:
+    """What a failed run of batch 0 leaves: slots ``first_slot``.. committed (rows and
+    marker in one transaction, as a task does), the others not; returns the rows."""
+    from gridstream.spark._kafka_slots import Marker, marker_key, marker_partition
+    from gridstream.spark.kafka_writer import _content, _hashes, assign_slots
+
+    query = writer.query_id
+    assert query is not None and writer.topic is not None
+    slots = assign_slots(_content(_hashes(writer._rows(df))))
+    rows_of = dict(df.rdd.mapPartitionsWithIndex(lambda p, it: [(p, list(it))]).collect())
+    writer._prepare(df, query, len(slots))
+    written = 0
+    for part, (slot, content) in slots.items():
+        if slot < first_slot:
+            continue
+        producer = Producer({"bootstrap.servers": bootstrap,
+                             "transactional.id": writer.transactional_id(query, slot)})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for row in rows_of[part]:
+            producer.produce(writer.topic, bytes(row.value), bytes(row.key))
+        marker = Marker(query, slot, 0, len(slots), len(rows_of[part]), content)
+        producer.produce(writer.marker_topic, marker.encode(), marker_key(query, slot),
+                         partition=marker_partition(query, slot, writer._partitions))
+        producer.commit_transaction(30)
+        written += len(rows_of[part])
+    return written
+
+
+@pytest.mark.parametrize(("before", "after", "first_committed"), [(8, 4, 4), (4, 8, 3)])
+def test_a_rerun_with_another_slot_layout_is_refused_before_any_task_writes(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        before: int, after: int, first_committed: int) -> None:
+    """A failed run committed some slots of batch 0; the re-run splits the same rows
+    into another number of partitions: refused, and not one row written again."""
+    topic = topic_factory(3)
+    marker_topic = f"gs-test-markers-{uuid.uuid4().hex[:12]}"
+    topic_factory(8, name=marker_topic, cleanup_policy="compact")
+    writer = _writer(kafka_bootstrap, topic, marker_topic=marker_topic)
+    committed = _commit_slots(spark, kafka_bootstrap, writer,
+                              _rows(spark, range(800), before), first_committed)
+    assert 0 < committed < 800
+    again = KafkaExactlyOnceWriter(kafka_bootstrap, name="test", topic=topic,
+                                   query_id=writer.query_id, marker_topic=marker_topic)
+    with pytest.raises(SparkError) as refused:
+        again(_rows(spark, range(800), after), 0)
+    seen, records = read_all(kafka_bootstrap, topic)
+    assert records == committed == len(seen)
+    assert "another slot layout" in str(refused.value)
+
+
+def test_an_open_transaction_of_another_writer_on_the_marker_partition_is_waited_for(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
+    """Another writer sharing the marker partition holds a transaction open there for
+    longer than ``timeout_s`` (a healthy one, about to commit): this writer waits."""
+    topic = topic_factory(1)
+    marker_topic = topic_factory(1, cleanup_policy="compact")
+    writer = _writer(kafka_bootstrap, topic, marker_topic=marker_topic, marker_partitions=1,
+                     timeout_s=3)
+    other = Producer({"bootstrap.servers": kafka_bootstrap,
+                      "transactional.id": f"other-{uuid.uuid4().hex}"})
+    other.init_transactions(30)
+    other.begin_transaction()
+    other.produce(marker_topic, b"{}", b"other-query/0", partition=0)
+    assert other.flush(30) == 0
+    timer = threading.Timer(10, other.commit_transaction, args=(30,))
+    timer.start()
+    try:
+        result = writer(_rows(spark, range(20), partitions=2), 0)
+    finally:
+        timer.join()
+    assert (result.written, result.skipped) == (20, 0)
+    assert _values(kafka_bootstrap, topic) == list(range(20))
+
+
+def test_markers_are_found_after_partitions_were_added_to_the_marker_topic(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
+    """Batch 0 committed, partitions added to the marker topic, the batch re-run by a
+    restarted query: skipped (its markers are still found), not written twice."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    from gridstream.spark._kafka_slots import marker_partition
+
+    topic = topic_factory(3)
+    marker_topic = topic_factory(2, cleanup_policy="compact")
+    query = next(q for q in (uuid.uuid4().hex for _ in range(1000))
+                 if all(marker_partition(q, s, 2) != marker_partition(q, s, 5)
+                        for s in range(3)))
+    first = KafkaExactlyOnceWriter(kafka_bootstrap, name="test", topic=topic, query_id=query,
+                                   marker_topic=marker_topic, marker_partitions=2)
+    assert first(_rows(spark, range(300)), 0).written == 300
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_partitions([NewPartitions(marker_topic, 5)])[marker_topic].result(30)
+    again = KafkaExactlyOnceWriter(kafka_bootstrap, name="test", topic=topic, query_id=query,
+                                   marker_topic=marker_topic, marker_partitions=2)
+    deadline = time.monotonic() + 30
+    while len(admin.list_topics(marker_topic, timeout=30).topics[marker_topic].partitions) < 5:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    result = again(_rows(spark, range(300)), 0)
+    assert (result.written, result.skipped) == (0, 300)
+    assert _values(kafka_bootstrap, topic) == list(range(300))
+    then = again(_rows(spark, range(300, 400)), 1)
+    assert then.written == 100
+    assert _values(kafka_bootstrap, topic) == list(range(400))
+
+
+
+def test_an_existing_marker_topic_with_fewer_partitions_is_used_as_it_is(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
+    topic = topic_factory(1)
+    marker_topic = topic_factory(1, cleanup_policy="compact")
+    writer = _writer(kafka_bootstrap, topic, marker_topic=marker_topic, timeout_s=10)
+    assert writer.marker_partitions == 8
+    assert writer(_rows(spark, range(30)), 0).written == 30
+    assert writer(_rows(spark, range(30)), 0).skipped == 30
+    assert _values(kafka_bootstrap, topic) == list(range(30))
 
 
 SPECULATION = """

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
-from gridstream.errors import ConfigError, SparkError
+from gridstream.errors import ConfigError, KafkaClientError, SparkError
+from gridstream.spark._kafka_slots import check_layout
 from gridstream.spark.kafka_writer import (
     KafkaExactlyOnceWriter,
     Marker,
+    _broker_max,
     assign_slots,
     check_transaction_timeout,
     decide,
@@ -123,3 +126,54 @@ def test_secrets_never_show_in_the_repr() -> None:
     text = repr(writer)
     assert "hunter2-secret" not in text
     assert "me" in text and "***" in text
+
+
+def _layout(*contents: str) -> dict[int, tuple[int, str]]:
+    return {10 + slot: (slot, content) for slot, content in enumerate(contents)}
+
+
+def test_the_same_layout_of_a_partly_committed_batch_passes() -> None:
+    committed = {1: Marker("q", 1, 5, 2, 10, "10:b:b"), 0: Marker("q", 0, 4, 2, 10, "x")}
+    check_layout(committed, 5, _layout("10:a:a", "10:b:b"))
+    check_layout({}, 5, _layout("10:a:a"))
+
+
+@pytest.mark.parametrize("marker", [
+    Marker("q", 3, 5, 4, 10, "10:d:d"),       # grown: committed under 4 slots, now 2
+    Marker("q", 1, 5, 4, 10, "10:b:b"),       # another slot count, the slot still there
+    Marker("q", 1, 5, 2, 11, "11:b:b"),       # the same count, other rows in the slot
+])
+def test_a_batch_committed_under_another_layout_is_refused(marker: Marker) -> None:
+    with pytest.raises(SparkError, match="another slot layout"):
+        check_layout({marker.slot: marker}, 5, _layout("10:a:a", "10:b:b"))
+
+
+def test_a_marker_of_a_slot_beyond_the_new_count_is_refused() -> None:
+    shrunk = Marker("q", 6, 5, 8, 10, "10:g:g")
+    with pytest.raises(SparkError, match="another slot layout"):
+        check_layout({6: shrunk}, 5, _layout("10:a:a", "10:b:b"))
+    with pytest.raises(SparkError, match="another slot layout"):
+        check_layout({6: shrunk}, 5, {})
+
+
+def test_a_marker_of_a_later_batch_in_any_slot_is_refused() -> None:
+    with pytest.raises(SparkError, match="rolled back"):
+        check_layout({7: Marker("q", 7, 6, 8, 10, "10:g:g")}, 5, _layout("10:a:a"))
+
+
+@pytest.mark.parametrize("prop", ["transaction.timeout.ms", "bootstrap.servers"])
+def test_properties_the_writer_sets_from_its_arguments_are_refused(prop: str) -> None:
+    with pytest.raises(ConfigError, match=f"sets {prop} itself"):
+        KafkaExactlyOnceWriter("b:9092", name="w", topic="t", properties={prop: "1"})
+
+
+class _NoBrokerAdmin:
+    """An admin client whose cluster cannot be reached."""
+
+    def list_topics(self, timeout: float) -> object:
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+
+def test_a_broker_maximum_that_cannot_be_read_is_an_error() -> None:
+    with pytest.raises(KafkaClientError, match=r"check_broker_timeout=False"):
+        _broker_max(_NoBrokerAdmin(), 1.0)  # type: ignore[arg-type]
