@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -26,6 +24,7 @@ from gridstream.stack import _process
 from gridstream.stack.hazelcast import HazelcastService
 from gridstream.stack.registry import RegistryService
 from gridstream.stack.service import LocalService
+from tests.integration.hazelcast_cluster import free_ports
 
 INCOMPATIBLE = 409  # Confluent's HTTP status and error code for an incompatible schema
 
@@ -106,28 +105,10 @@ def test_hazelcast_client_puts_and_gets(hazelcast_service: LocalService) -> None
         client.shutdown()
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_port_pair() -> int:
-    """A port p below the ephemeral range with p and p + 1 both free on loopback."""
-    for _ in range(100):
-        base = random.randrange(20000, 32000)
-        if _bindable(base) and _bindable(base + 1):
-            return base
-    raise AssertionError("no two consecutive free ports on loopback")
-
-
 @pytest.fixture()
 def private_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     env = {"GRIDSTREAM_HOME": str(tmp_path / "home"),
-           "GRIDSTREAM_HAZELCAST_PORT": str(_free_port_pair()),
+           "GRIDSTREAM_HAZELCAST_PORT": str(free_ports(2)),
            "GRIDSTREAM_HAZELCAST_MEMBERS": "2",
            "GRIDSTREAM_HAZELCAST_CLUSTER": f"gs-test-{uuid.uuid4().hex[:8]}"}
     for key, value in env.items():
