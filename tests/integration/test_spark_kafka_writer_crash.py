@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -24,6 +22,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.integration.child_output import await_line, start_piped
 
 ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger(__name__)
@@ -76,21 +76,6 @@ def _command(sink: str, bootstrap: str, source: str, target: str, ckpt: Path,
             "--checkpoint", str(ckpt), "--trigger", trigger]
 
 
-def _await_batch(process: subprocess.Popen[str], lines: queue.Queue[str], seen: list[str],
-                 timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=1)
-        except queue.Empty:
-            assert process.poll() is None, "".join(seen[-40:])
-            continue
-        seen.append(line)
-        if line.startswith("batch "):
-            return
-    raise AssertionError("no batch within the timeout:\n" + "".join(seen[-40:]))
-
-
 def crash_copy(sink: str, bootstrap: str, source: str, target: str, tmp: Path, *,
                kills: int, seed: int) -> int:
     """Run the copy, SIGKILL its whole process group ``kills`` times while batches flow,
@@ -99,21 +84,10 @@ def crash_copy(sink: str, bootstrap: str, source: str, target: str, tmp: Path, *
     rng, seen = random.Random(seed), []
     done = 0
     for _ in range(kills):
-        process = subprocess.Popen(
-            _command(sink, bootstrap, source, target, ckpt, "1 second"), cwd=ROOT,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True)
-        lines: queue.Queue[str] = queue.Queue()
-
-        def pump(process: subprocess.Popen[str] = process,
-                 lines: queue.Queue[str] = lines) -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                lines.put(line)
-
-        threading.Thread(target=pump, daemon=True).start()
+        process, lines = start_piped(
+            _command(sink, bootstrap, source, target, ckpt, "1 second"), ROOT)
         try:
-            _await_batch(process, lines, seen)
+            await_line(process, lines, seen, lambda line: line.startswith("batch "))
             time.sleep(rng.uniform(0.0, 2.5))
         finally:  # killed whatever happened: no driver outlives the test
             os.killpg(process.pid, signal.SIGKILL)

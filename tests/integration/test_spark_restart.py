@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.child_output import await_line, start_piped
 from tests.integration.spark_checks import check_cassandra, check_delta, check_sql
 from tests.integration.spark_workload import ORDER, PERSON, PERSON_TABLE, Workload, produce
 
@@ -57,35 +58,13 @@ def _write_config(path: Path, bootstrap: str, topics: list[str], keyspace: str, 
 
 
 def _start(config: Path) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gridstream.cli", "run", str(config)], cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-    return process, lines
+    return start_piped([sys.executable, "-m", "gridstream.cli", "run", str(config)], ROOT)
 
 
 def _await_batch(process: subprocess.Popen[str], lines: queue.Queue[str],
-                 seen: list[str], timeout: float = 240) -> None:
+                 seen: list[str]) -> None:
     """Block until the running pipelines report a batch (so the kill is mid-stream)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=1)
-        except queue.Empty:
-            assert process.poll() is None, "".join(seen[-40:])
-            continue
-        seen.append(line)
-        if " batch " in line:
-            return
-    raise AssertionError("no batch within the timeout:\n" + "".join(seen[-40:]))
+    await_line(process, lines, seen, lambda line: " batch " in line)
 
 
 def _crash_restart(bootstrap: str, topic_factory: Callable[..., str], keyspace: str,
