@@ -21,12 +21,17 @@ from typing import Any
 
 from pydantic import SecretStr
 
-__all__ = ["SECRET_MARKERS", "KafkaProperties", "PropertyValue", "is_secret", "redact",
-           "scrub"]
+__all__ = ["SECRET_MARKERS", "SHARED_PREFIXES", "KafkaProperties", "PropertyValue", "is_secret",
+           "redact", "scrub", "shared_config"]
 
 PropertyValue = str | int | float | bool
 SECRET_MARKERS = ("password", "passwd", "secret", "token", "credential", "jaas", "private")
 """A property with a name word containing one of these is a secret."""
+SHARED_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.", "socket.",
+                   "broker.", "api.version", "metadata.", "reconnect.", "debug", "log_level",
+                   "connections.max.idle.ms", "topic.metadata")
+"""Client properties every kind of client shares with a producer (connection, security,
+logging): what a plain consumer or an admin client takes from the producer's."""
 _KEY_MATERIAL = frozenset({"pem", "der", "data", "material"})
 _SASL_CONFIG = frozenset({"config", "extensions"})
 _WORDS = re.compile(r"[._\-]+")
@@ -110,3 +115,8 @@ class KafkaProperties(Mapping[str, PropertyValue]):
 
     def __repr__(self) -> str:
         return f"KafkaProperties({redact(dict(self.items()))!r})"
+
+
+def shared_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a client config that every kind of client takes (``SHARED_PREFIXES``)."""
+    return {k: v for k, v in config.items() if k.startswith(SHARED_PREFIXES)}

@@ -13,16 +13,13 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from gridstream.errors import EndpointError, MirrorError
 from gridstream.kafka import KafkaProperties
+from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import kafka_error
 
 __all__ = ["DEFAULT_OFFSETS_TOPIC", "OPEN_TRANSACTION_WAIT_S", "committed_position",
            "decode_position", "encode_position", "partition_for", "read_position"]
 
 DEFAULT_OFFSETS_TOPIC = "__gridstream_mirror_offsets"
-SHARED_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.", "socket.",
-                    "broker.", "api.version", "metadata.", "reconnect.", "debug", "log_level",
-                    "connections.max.idle.ms", "topic.metadata")
-"""Client properties a plain consumer of the offsets topic shares with the producer."""
 
 
 def partition_for(mirror_name: str, partitions: int) -> int:
@@ -142,6 +139,6 @@ def committed_position(bootstrap_servers: str, mirror_name: str, *,
     """The last committed position of a mirror, read without fencing it (for monitoring
     and tests)."""
     config = KafkaProperties(properties).layered({}, {"bootstrap.servers": bootstrap_servers})
-    shared = {k: v for k, v in config.client_config().items() if k.startswith(SHARED_PREFIXES)}
+    shared = shared_config(config.client_config())
     return read_position(shared, offsets_topic, mirror_name, timeout_s,
                          open_transaction_wait_s=open_transaction_wait_s)

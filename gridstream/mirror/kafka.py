@@ -29,12 +29,12 @@ from confluent_kafka.admin import AdminClient
 
 from gridstream.errors import CodecError, ConfigError, EndpointError, GridstreamError
 from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics, topic_max_message_bytes
+from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import error_of, is_fatal, kafka_error
 from gridstream.mirror._dead_letter import NEAR_LIMIT, DeadLetters, Outgoing, record_size
 from gridstream.mirror._offsets import (
     DEFAULT_OFFSETS_TOPIC,
     OPEN_TRANSACTION_WAIT_S,
-    SHARED_PREFIXES,
     committed_position,
     encode_position,
     partition_for,
@@ -164,8 +164,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
         return (base, f"{base}.1")[:self.transactional_producers]
 
     def _shared_config(self) -> dict[str, Any]:
-        config = self._props.client_config()
-        return {k: v for k, v in config.items() if k.startswith(SHARED_PREFIXES)}
+        return shared_config(self._props.client_config())
 
     def open(self, mirror_name: str) -> None:
         self.mirror_name = mirror_name

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from gridstream.errors import ConfigError, SparkError
 from gridstream.kafka import KafkaProperties
+from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import error_of, kafka_error
 
 if TYPE_CHECKING:
@@ -180,8 +181,7 @@ class _MarkerReader:
 
     def __init__(self, config: Mapping[str, Any], topic: str, partition: int,
                  prefix: bytes = b"") -> None:
-        base = {k: v for k, v in config.items() if k.startswith((
-            "bootstrap.", "security.", "sasl.", "ssl.", "client.", "socket.", "broker."))}
+        base = shared_config(config)
         base.update({"group.id": "gridstream-spark-markers", "enable.auto.commit": False,
                      "auto.offset.reset": "earliest", "enable.partition.eof": False})
         self.committed = Consumer({**base, "isolation.level": "read_committed"})

@@ -46,6 +46,7 @@ from confluent_kafka.admin._resource import ResourceType
 
 from gridstream.errors import ConfigError, GridstreamError, KafkaClientError, SparkError
 from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics
+from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import kafka_error
 from gridstream.spark._kafka_slots import (
     COLUMNS,
@@ -275,9 +276,7 @@ class KafkaExactlyOnceWriter:
                               "fencing the other; disable it for exactly-once Kafka writes")
         config = self.properties.client_config()
         try:
-            admin = AdminClient({k: v for k, v in config.items() if k not in (
-                "transaction.timeout.ms", "acks", "enable.idempotence", "compression.type",
-                "linger.ms", "partitioner")})
+            admin = AdminClient(shared_config(config))
         except KafkaException as exc:
             raise kafka_error("invalid kafka client configuration", exc, config) from exc
         if self.check_broker_timeout:
