@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "CodecError",
     "ConfigError",
+    "ConnectorError",
     "EndpointError",
     "EntryNotFoundError",
     "GridError",
@@ -19,6 +20,7 @@ __all__ = [
     "MirrorError",
     "OperationLogError",
     "PositionLostError",
+    "RecordError",
     "ReconcileError",
     "SpaceError",
     "SparkError",
@@ -134,3 +136,21 @@ class ReconcileError(GridstreamError):
 
 class SparkError(GridstreamError):
     """A Spark session or streaming query failed."""
+
+
+class ConnectorError(GridstreamError):
+    """A source or sink connector could not run (its grid, Kafka, or a record)."""
+
+
+class RecordError(ConnectorError):
+    """One record (or grid entry) could not be filtered, transformed, converted or
+    applied. ``where`` names it: ``cache/key`` on the source side, ``topic/partition@
+    offset`` on the sink side. Under ``STOP_TASK`` this stops the connector with its
+    position not advanced; under ``LOG_ONLY`` and ``DEAD_LETTER`` it is counted (and
+    dead-lettered) and the connector goes on."""
+
+    def __init__(self, message: str, *, where: str, stage: str) -> None:
+        super().__init__(f"{where}: {stage}: {message}")
+        self.where = where
+        self.stage = stage
+        self.reason = message

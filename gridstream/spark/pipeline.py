@@ -109,6 +109,10 @@ class StorePipeline:
             options["minPartitions"] = str(c.min_partitions)
         return options
 
+    def close(self) -> None:
+        """Close the sink (the runner calls this when the run ends)."""
+        self.sink.close()
+
     def describe(self) -> str:
         """One line for the terminal (secrets redacted)."""
         c = self.config

@@ -127,7 +127,7 @@ class PipelineRunner:
             if query.isActive:
                 query.stop()
         for pipeline in self.pipelines:
-            pipeline.sink.close()
+            pipeline.close()
         spark.stop()
 
 

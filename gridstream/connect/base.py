@@ -1,0 +1,65 @@
+"""What every connector is to the runner: a named streaming query with progress lines."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = ["Connector", "ConnectorReport"]
+
+
+@dataclass(frozen=True)
+class ConnectorReport:
+    """What one micro-batch of a connector did. Every record read is exactly one of
+    written, filtered (``cacheFilter`` said no), skipped (bad, ``LOG_ONLY``) or
+    dead-lettered (bad, ``DEAD_LETTER``)."""
+
+    connector: str
+    batch_id: int
+    records: int
+    written: int
+    filtered: int = 0
+    skipped: int = 0
+    dead_lettered: int = 0
+    seconds: float = 0.0
+    note: str = ""
+    """Events of the batch in words (a snapshot started, changes skipped under NONE, a
+    position lost, a cache discovered or dropped)."""
+
+    def line(self, lag: int | None = None) -> str:
+        rate = self.records / self.seconds if self.seconds > 0 else 0.0
+        text = (f"{self.connector}  batch {self.batch_id}: {self.records} records, "
+                f"{self.written} written, {self.filtered} filtered, {self.skipped} skipped, "
+                f"{self.dead_lettered} dead-lettered in {self.seconds:.2f}s "
+                f"({rate:,.0f} rec/s)")
+        if lag is not None:
+            text += f", lag {lag}"
+        return f"{text}; {self.note}" if self.note else text
+
+
+class Connector(ABC):
+    """A source or sink connector. The runner calls ``describe``, ``start``, reads
+    ``reports`` and ``failure``, and calls ``close`` at the end."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.reports: deque[ConnectorReport] = deque(maxlen=1000)
+        self.failure: BaseException | None = None
+
+    @abstractmethod
+    def describe(self) -> str:
+        """One line for the terminal (secrets redacted)."""
+
+    @abstractmethod
+    def start(self, spark: SparkSession) -> StreamingQuery:
+        """Start the streaming query (resuming from the checkpoint)."""
+
+    def close(self) -> None:
+        """Release what ``start`` opened on the driver."""
+        return None

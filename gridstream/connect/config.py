@@ -1,0 +1,408 @@
+"""Connector configuration: ``[[connector]]`` sections (or a ``.properties`` file).
+
+Option names are the seeds' (GridGain's Kafka connector: ``failoverPolicy``,
+``cacheWhitelist``, ``shallLoadInitialData``, ``tasks.max``, ...); the snake_case
+equivalents are accepted too. Unknown options and bad values are ``ConfigError``s naming
+the option (``gridstream.pipeline_config`` turns pydantic's errors into them). Every
+option, its default and what it guarantees: ``docs/connectors.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+
+from gridstream.spark.config import parse_trigger
+
+__all__ = [
+    "ConverterConfig",
+    "DeliveryGuarantee",
+    "ErrorHandling",
+    "FailoverPolicy",
+    "GridSettings",
+    "HazelcastGridSettings",
+    "KeyPolicy",
+    "SinkConnectorConfig",
+    "SourceConnectorConfig",
+    "SpaceGridSettings",
+    "TransformConfig",
+]
+
+_STRICT = ConfigDict(frozen=True, populate_by_name=True, extra="forbid",
+                     hide_input_in_errors=True)
+
+
+def _alias(*names: str) -> Any:
+    return AliasChoices(*names)
+
+
+class FailoverPolicy(StrEnum):
+    """What a (re)started source does about the changes made while it was down."""
+
+    NONE = "NONE"
+    FULL_SNAPSHOT = "FULL_SNAPSHOT"
+    BACKLOG = "BACKLOG"
+
+
+class ErrorHandling(StrEnum):
+    """What happens to a record that cannot be filtered, transformed, converted or
+    applied: stop (position not advanced), skip (counted, logged) or dead-letter."""
+
+    STOP_TASK = "STOP_TASK"
+    LOG_ONLY = "LOG_ONLY"
+    DEAD_LETTER = "DEAD_LETTER"
+
+
+class KeyPolicy(StrEnum):
+    """Where a sink takes a grid entry's key from."""
+
+    KEY = "key"
+    VALUE = "value"
+    KAFKA = "kafka"
+
+
+class DeliveryGuarantee(StrEnum):
+    """How a source writes to Kafka: through the transactional writer, or Spark's own
+    (at-least-once) Kafka sink."""
+
+    EXACTLY_ONCE = "exactly_once"
+    AT_LEAST_ONCE = "at_least_once"
+
+
+def _upper(value: Any) -> Any:
+    return value.strip().upper().replace("-", "_") if isinstance(value, str) else value
+
+
+def _lower(value: Any) -> Any:
+    return value.strip().lower().replace("-", "_") if isinstance(value, str) else value
+
+
+def _regexes(value: Any) -> Any:
+    """A list of regular expressions (a comma-separated string is split)."""
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, list | tuple):
+        for pattern in value:
+            try:
+                re.compile(str(pattern))
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from exc
+        return tuple(str(v) for v in value)
+    return value
+
+
+def _names(value: Any) -> Any:
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return value
+
+
+# ------------------------------------------------------------------------- grids
+
+
+class SpaceGridSettings(BaseModel):
+    """``grid = { kind = "space", data_dir = "...", space_name = "..." }``."""
+
+    model_config = _STRICT
+    kind: Literal["space"] = "space"
+    data_dir: str = Field(min_length=1)
+    space_name: str = Field(min_length=1)
+    source: str = "default"
+    id_property: str = "id"
+
+
+class HazelcastGridSettings(BaseModel):
+    """``grid = { kind = "hazelcast", members = ["127.0.0.1:5701"], cluster_name = ... }``."""
+
+    model_config = _STRICT
+    kind: Literal["hazelcast"] = "hazelcast"
+    cluster_name: str = "gridstream"
+    members: tuple[str, ...] = ("127.0.0.1:5701",)
+    connect_timeout_s: float = Field(default=30.0, gt=0)
+    invocation_timeout_s: float = Field(default=60.0, gt=0)
+    source: str = "default"
+
+    @field_validator("members", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return _names(value)
+
+
+GridSettings = Annotated[SpaceGridSettings | HazelcastGridSettings, Field(discriminator="kind")]
+
+
+# ------------------------------------------------------------------------- shared parts
+
+
+class TransformConfig(BaseModel):
+    """One step of a transform chain (``transforms = [{ type = "rename", ... }]``).
+
+    ``type`` is one of: ``rename`` (``fields`` = {old = new}), ``drop`` (``fields`` =
+    [names]), ``mask`` (``fields`` = [names], ``replacement``), ``insert`` (``field``,
+    ``value``), ``timestamp`` (``field``: the processing time, ms since the epoch),
+    ``route`` (``regex`` + ``replacement`` on the topic), ``route_by_cache``
+    (``topics`` = {cache = topic}), ``value_to_key`` (``fields``), ``flatten``
+    (``delimiter``). Which keys each type takes: ``gridstream.connect.transforms``."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", hide_input_in_errors=True)
+    type: str = Field(min_length=1)
+
+
+class ConverterConfig(BaseModel):
+    """How values (and keys) are written to / read from Kafka.
+
+    ``value.converter``: ``json`` (a JSON object), ``json_schema`` (Kafka Connect's
+    ``{"schema": ..., "payload": ...}`` envelope) or ``avro`` (Confluent wire format:
+    magic byte, schema id, Avro body; schemas in the registry at ``schema.registry.url``).
+    Kafka Connect class names are accepted for the three. ``key.converter``: ``json``
+    (a JSON scalar: ``"k-1"`` or ``12``) or ``string`` (UTF-8 text, read back as a string).
+    """
+
+    model_config = _STRICT
+    value: Literal["json", "json_schema", "avro"] = Field(
+        default="json", validation_alias=_alias("value", "value.converter", "value_converter"))
+    key: Literal["json", "string"] = Field(
+        default="json", validation_alias=_alias("key", "key.converter", "key_converter"))
+    schema_registry_url: str | None = Field(
+        default=None, validation_alias=_alias("schema_registry_url", "schema.registry.url"))
+    subject_name_strategy: Literal["topic", "record", "topic_record"] = Field(
+        default="topic", validation_alias=_alias("subject_name_strategy",
+                                                 "value.subject.name.strategy"))
+    avro_schemas: dict[str, str] = Field(
+        default_factory=dict, validation_alias=_alias("avro_schemas", "avro.schemas"))
+    """Source side, Avro: cache name → ``.avsc`` file. A cache without one gets a schema
+    inferred from its entries (every field optional)."""
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _value_class(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        known = {"org.apache.kafka.connect.json.jsonconverter": "json_schema",
+                 "io.confluent.connect.avro.avroconverter": "avro",
+                 "io.apicurio.registry.utils.converter.avroconverter": "avro"}
+        return known.get(value.strip().lower(), _lower(value))
+
+    @field_validator("key", mode="before")
+    @classmethod
+    def _key_class(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        known = {"org.apache.kafka.connect.json.jsonconverter": "json",
+                 "org.apache.kafka.connect.storage.stringconverter": "string"}
+        return known.get(value.strip().lower(), _lower(value))
+
+    @model_validator(mode="after")
+    def _registry(self) -> ConverterConfig:
+        if self.value == "avro" and not self.schema_registry_url:
+            raise ValueError("value.converter 'avro' needs schema.registry.url")
+        return self
+
+
+class _Common(BaseModel):
+    """Options both connector kinds take."""
+
+    model_config = _STRICT
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,100}$")
+    grid: GridSettings
+    checkpoint: str = Field(min_length=1, validation_alias=_alias(
+        "checkpoint", "checkpointLocation", "checkpoint_location"))
+    bootstrap_servers: str | None = Field(
+        default=None, validation_alias=_alias("bootstrap_servers", "bootstrap.servers"))
+    kafka: dict[str, str | int | float | bool | SecretStr] = Field(default_factory=dict)
+    """Kafka client properties (producer on the source side, consumer on the sink side);
+    secrets are never printed."""
+    converter: ConverterConfig = Field(default_factory=ConverterConfig)
+    transforms: tuple[TransformConfig, ...] = ()
+    cache_filter: str | None = Field(
+        default=None, validation_alias=_alias("cache_filter", "cacheFilter"))
+    """``module:function`` (or ``module.function``): an entry predicate ``(cache, key,
+    value) -> bool``, imported only from a module of the run's ``allowed_modules``."""
+    error_handling_policy: ErrorHandling = Field(
+        default=ErrorHandling.STOP_TASK,
+        validation_alias=_alias("error_handling_policy", "errorHandlingPolicy",
+                                "errors.tolerance"))
+    dead_letter_topic: str | None = Field(
+        default=None, validation_alias=_alias("dead_letter_topic", "deadLetterTopic",
+                                              "errors.deadletterqueue.topic.name"))
+
+    @field_validator("error_handling_policy", mode="before")
+    @classmethod
+    def _policy(cls, value: Any) -> Any:
+        value = _upper(value)
+        # Kafka Connect's errors.tolerance: none = stop, all = skip (logged)
+        return {"NONE": "STOP_TASK", "ALL": "LOG_ONLY", "DLQ": "DEAD_LETTER"}.get(value, value)
+
+    @model_validator(mode="after")
+    def _dead_letter(self) -> _Common:
+        if self.error_handling_policy is ErrorHandling.DEAD_LETTER and not self.dead_letter_topic:
+            raise ValueError("errorHandlingPolicy DEAD_LETTER needs deadLetterTopic")
+        return self
+
+
+def _interval_ms(value: Any) -> Any:
+    """``2000`` (ms) or ``"2 seconds"`` → milliseconds."""
+    if isinstance(value, str) and not value.strip().isdigit():
+        parsed = parse_trigger(value).get("processingTime")
+        if not isinstance(parsed, str):
+            raise ValueError(f"{value!r} is not an interval")
+        return int(parsed.split()[0])
+    return value
+
+
+class SourceConnectorConfig(_Common):
+    """``kind = "source"``: grid caches → Kafka topics."""
+
+    kind: Literal["source"] = "source"
+    failover_policy: FailoverPolicy = Field(
+        default=FailoverPolicy.NONE, validation_alias=_alias("failover_policy", "failoverPolicy"))
+    on_position_lost: Literal["fail", "snapshot"] = Field(
+        default="fail", validation_alias=_alias("on_position_lost", "onPositionLost"))
+    shall_load_initial_data: bool = Field(
+        default=True, validation_alias=_alias("shall_load_initial_data", "shallLoadInitialData"))
+    shall_process_removals: bool = Field(
+        default=False, validation_alias=_alias("shall_process_removals", "shallProcessRemovals"))
+    cache_whitelist: tuple[str, ...] = Field(
+        default=(), validation_alias=_alias("cache_whitelist", "cacheWhitelist"))
+    cache_blacklist: tuple[str, ...] = Field(
+        default=(), validation_alias=_alias("cache_blacklist", "cacheBlacklist"))
+    cache_list_poll_interval_ms: int = Field(
+        default=5000, ge=100, validation_alias=_alias(
+            "cache_list_poll_interval_ms", "cacheListPollInterval"))
+    poll_interval_ms: int = Field(
+        default=2000, ge=10, validation_alias=_alias("poll_interval_ms", "pollInterval"))
+    batch_size: int = Field(
+        default=10_000, ge=1, validation_alias=_alias("batch_size", "batchSize"))
+    topic_prefix: str = Field(default="", validation_alias=_alias("topic_prefix", "topicPrefix"))
+    topic_partitions: int = Field(default=1, ge=1, validation_alias=_alias(
+        "topic_partitions", "topic.creation.default.partitions"))
+    delivery_guarantee: DeliveryGuarantee = Field(
+        default=DeliveryGuarantee.EXACTLY_ONCE,
+        validation_alias=_alias("delivery_guarantee", "deliveryGuarantee",
+                                "exactly.once.support"))
+    transaction_timeout_ms: int = Field(default=60_000, gt=0, validation_alias=_alias(
+        "transaction_timeout_ms", "transaction.timeout.ms"))
+
+    @field_validator("failover_policy", mode="before")
+    @classmethod
+    def _failover(cls, value: Any) -> Any:
+        return _upper(value)
+
+    @field_validator("on_position_lost", mode="before")
+    @classmethod
+    def _lost(cls, value: Any) -> Any:
+        return _lower(value)
+
+    @field_validator("delivery_guarantee", mode="before")
+    @classmethod
+    def _guarantee(cls, value: Any) -> Any:
+        value = _lower(value)
+        # Kafka Connect's exactly.once.support: required / requested
+        return {"required": "exactly_once", "requested": "exactly_once"}.get(value, value)
+
+    @field_validator("cache_whitelist", "cache_blacklist", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _regexes(value)
+
+    @field_validator("cache_list_poll_interval_ms", "poll_interval_ms", mode="before")
+    @classmethod
+    def _ms(cls, value: Any) -> Any:
+        return _interval_ms(value)
+
+    @model_validator(mode="after")
+    def _exactly_once(self) -> SourceConnectorConfig:
+        if (self.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+                and self.transaction_timeout_ms <= 2 * self.poll_interval_ms):
+            raise ValueError(f"transaction.timeout.ms ({self.transaction_timeout_ms}) must "
+                             f"exceed twice pollInterval ({self.poll_interval_ms} ms)")
+        return self
+
+    @property
+    def trigger(self) -> str:
+        return f"{self.poll_interval_ms} ms"
+
+
+class SinkConnectorConfig(_Common):
+    """``kind = "sink"``: Kafka topics → grid caches."""
+
+    kind: Literal["sink"] = "sink"
+    topics: tuple[str, ...] | None = Field(default=None, validation_alias=_alias("topics"))
+    topics_regex: str | None = Field(default=None, validation_alias=_alias(
+        "topics_regex", "topics.regex"))
+    cache_prefix: str = Field(default="", validation_alias=_alias("cache_prefix", "cachePrefix"))
+    tasks_max: int = Field(default=1, ge=1, le=256, validation_alias=_alias(
+        "tasks_max", "tasks.max"))
+    push_interval_ms: int = Field(default=2000, ge=10, validation_alias=_alias(
+        "push_interval_ms", "pushInterval"))
+    flush_on_offset_commit: bool = Field(default=False, validation_alias=_alias(
+        "flush_on_offset_commit", "flushOnOffsetCommit"))
+    shall_process_updates: bool = Field(default=False, validation_alias=_alias(
+        "shall_process_updates", "shallProcessUpdates"))
+    key_policy: KeyPolicy = Field(default=KeyPolicy.KEY, validation_alias=_alias(
+        "key_policy", "keyPolicy"))
+    key_fields: tuple[str, ...] = Field(default=(), validation_alias=_alias(
+        "key_fields", "keyFields"))
+    starting_offsets: Literal["earliest", "latest"] = Field(
+        default="earliest", validation_alias=_alias("starting_offsets", "startingOffsets"))
+    max_offsets_per_trigger: int | None = Field(
+        default=100_000, ge=1, validation_alias=_alias("max_offsets_per_trigger",
+                                                       "maxOffsetsPerTrigger"))
+
+    @field_validator("topics", "key_fields", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return _names(value)
+
+    @field_validator("key_policy", mode="before")
+    @classmethod
+    def _key_policy(cls, value: Any) -> Any:
+        return _lower(value)
+
+    @field_validator("push_interval_ms", mode="before")
+    @classmethod
+    def _ms(cls, value: Any) -> Any:
+        return _interval_ms(value)
+
+    @field_validator("topics_regex")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            _regexes([value])
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SinkConnectorConfig:
+        if (self.topics is None) == (self.topics_regex is None):
+            raise ValueError("give exactly one of 'topics' or 'topics.regex'")
+        if self.topics is not None and not self.topics:
+            raise ValueError("'topics' is empty")
+        if self.key_policy is KeyPolicy.VALUE and not self.key_fields:
+            raise ValueError("keyPolicy 'value' needs keyFields")
+        if self.key_policy is not KeyPolicy.VALUE and self.key_fields:
+            raise ValueError("keyFields is only used with keyPolicy 'value'")
+        topic = self.dead_letter_topic
+        if topic and ((self.topics and topic in self.topics) or (
+                self.topics_regex and re.fullmatch(self.topics_regex, topic))):
+            raise ValueError(f"the dead-letter topic {topic!r} is one of the sink's topics: "
+                             "it would read its own dead letters forever")
+        return self
+
+    @property
+    def trigger(self) -> str:
+        return f"{self.push_interval_ms} ms"
+
+
+ConnectorConfig = Annotated[SourceConnectorConfig | SinkConnectorConfig,
+                            Field(discriminator="kind")]

@@ -1,0 +1,106 @@
+"""Converters: grid keys and values ↔ Kafka bytes.
+
+``build_converter(ConverterConfig)`` gives one ``Converter`` per task (they hold caches
+and registry clients: build them where they are used, never pickle them). Every failure
+to encode or decode raises ``CodecError`` (the caller names the record and applies the
+error policy).
+
+- keys: ``json`` — a JSON scalar (``"k-1"``, ``12``); ``string`` — UTF-8 text.
+- values: ``json`` — a JSON object; ``json_schema`` — Kafka Connect's envelope
+  ``{"schema": ..., "payload": ...}``; ``avro`` — Confluent wire format (magic byte 0,
+  4-byte schema id, Avro body) with schemas in the registry.
+- a removal (``None``) is a tombstone (no value bytes) in every format.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import orjson
+
+from gridstream.connect.config import ConverterConfig
+from gridstream.errors import CodecError
+from gridstream.grid.contract import Key, Value
+
+__all__ = ["Converter", "JsonConverter", "build_converter", "decode_key", "encode_key"]
+
+
+def encode_key(key: Key, kind: str = "json") -> bytes:
+    if kind == "string":
+        return str(key).encode()
+    return orjson.dumps(key)
+
+
+def decode_key(data: bytes | None, kind: str = "json") -> Key | None:
+    """The key, or None for a record without one. ``CodecError`` when it is not a string
+    or an integer."""
+    if data is None:
+        return None
+    if kind == "string":
+        try:
+            return data.decode()
+        except UnicodeDecodeError as exc:
+            raise CodecError(f"key is not UTF-8: {exc}") from exc
+    try:
+        key = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"key is not JSON: {exc}") from exc
+    if isinstance(key, bool) or not isinstance(key, str | int):
+        raise CodecError(f"key must be a JSON string or integer, not {type(key).__name__}")
+    return key
+
+
+class Converter(ABC):
+    """Values of one connector (keys: ``encode_key`` / ``decode_key`` with ``key_kind``)."""
+
+    def __init__(self, config: ConverterConfig) -> None:
+        self.config = config
+        self.key_kind = config.key
+
+    def encode_key(self, key: Key) -> bytes:
+        return encode_key(key, self.key_kind)
+
+    def decode_key(self, data: bytes | None) -> Key | None:
+        return decode_key(data, self.key_kind)
+
+    @abstractmethod
+    def encode_value(self, topic: str, cache: str, value: Value | None) -> bytes | None:
+        """The value's bytes (None for a removal)."""
+
+    @abstractmethod
+    def decode_value(self, topic: str, data: bytes | None) -> Value | None:
+        """The value (None for a tombstone); ``CodecError`` if it is not one."""
+
+    def close(self) -> None:
+        """Release clients (the registry's)."""
+        return None
+
+
+class JsonConverter(Converter):
+    """A JSON object per value."""
+
+    def encode_value(self, topic: str, cache: str, value: Value | None) -> bytes | None:
+        if value is None:
+            return None
+        try:
+            return orjson.dumps(value)
+        except TypeError as exc:
+            raise CodecError(f"value cannot be written as JSON: {exc}") from exc
+
+    def decode_value(self, topic: str, data: bytes | None) -> Value | None:
+        if data is None:
+            return None
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise CodecError(f"value is not JSON: {exc}") from exc
+        if not isinstance(value, dict):
+            raise CodecError(f"value must be a JSON object, not {type(value).__name__}")
+        return value
+
+
+def build_converter(config: ConverterConfig) -> Converter:
+    """The converter ``config`` names."""
+    if config.value == "json":
+        return JsonConverter(config)
+    raise CodecError(f"value.converter {config.value!r} is not built yet")
