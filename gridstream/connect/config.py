@@ -150,7 +150,7 @@ class TransformConfig(BaseModel):
 
     ``type`` is one of: ``rename`` (``fields`` = {old = new}), ``drop`` (``fields`` =
     [names]), ``mask`` (``fields`` = [names], ``replacement``), ``insert`` (``field``,
-    ``value``), ``timestamp`` (``field``: the processing time, ms since the epoch),
+    ``value``), ``timestamp`` (``field``: the record's time, else now; ms since the epoch),
     ``route`` (``regex`` + ``replacement`` on the topic), ``route_by_cache``
     (``topics`` = {cache = topic}), ``value_to_key`` (``fields``), ``flatten``
     (``delimiter``). Which keys each type takes: ``gridstream.connect.transforms``."""
