@@ -53,7 +53,7 @@ from gridstream.connect.record import Record
 from gridstream.errors import CodecError, ConfigError
 from gridstream.grid.contract import Key, Value
 
-__all__ = ["TRANSFORM_TYPES", "Chain", "build_chain", "key_from_fields"]
+__all__ = ["TRANSFORM_TYPES", "Chain", "StepConfigError", "build_chain", "key_from_fields"]
 
 Chain = Callable[[Record], Record]
 Step = Callable[[Record], Record]
@@ -77,6 +77,17 @@ def key_from_fields(value: Value, fields: Sequence[str]) -> Key:
     return orjson.dumps(parts).decode()
 
 
+class StepConfigError(ConfigError):
+    """A step's option is missing, unknown or malformed: ``index`` of the step,
+    ``option`` (None: the type itself is unknown) and ``problem``."""
+
+    def __init__(self, message: str, *, index: int, option: str | None, problem: str) -> None:
+        super().__init__(message)
+        self.index = index
+        self.option = option
+        self.problem = problem
+
+
 class _Options:
     """A step's options, read once each; what is left unread is an unknown option."""
 
@@ -85,9 +96,10 @@ class _Options:
         self.type = config.type
         self.left = dict(config.model_extra or {})
 
-    def error(self, option: str, problem: str) -> ConfigError:
-        return ConfigError(f"transforms[{self.index}] (type {self.type!r}): option "
-                           f"{option!r}: {problem}")
+    def error(self, option: str, problem: str) -> StepConfigError:
+        return StepConfigError(f"transforms[{self.index}] (type {self.type!r}): option "
+                               f"{option!r}: {problem}", index=self.index, option=option,
+                               problem=problem)
 
     def take(self, name: str, default: Any = ...) -> Any:
         if name in self.left:
@@ -364,8 +376,9 @@ def build_chain(configs: Sequence[TransformConfig]) -> Chain:
     for index, config in enumerate(configs):
         factory = TRANSFORM_TYPES.get(config.type)
         if factory is None:
-            raise ConfigError(f"transforms[{index}]: unknown type {config.type!r} (one of "
-                              f"{', '.join(TRANSFORM_TYPES)})")
+            problem = f"unknown type {config.type!r} (one of {', '.join(TRANSFORM_TYPES)})"
+            raise StepConfigError(f"transforms[{index}]: {problem}", index=index, option=None,
+                                  problem=problem)
         options = _Options(index, config)
         step = factory(options)
         options.done()
