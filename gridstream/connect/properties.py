@@ -144,6 +144,8 @@ def _kc_steps(t: _Translation, alias: str, cls: str,
         spelled.setdefault(kind, {})[ours] = f"transforms.{alias}.{option}"
     if not steps:
         raise t.error(f"transforms.{alias}.type", f"{cls} needs one of {', '.join(known)}")
+    for option, (kind, ours) in known.items():  # errors about options not given
+        spelled.setdefault(kind, {}).setdefault(ours, f"transforms.{alias}.{option}")
     order = list(dict.fromkeys(kind for kind, _ in known.values()))
     return [(TransformConfig.model_validate(steps[k]), spelled[k]) for k in order if k in steps]
 

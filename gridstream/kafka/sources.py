@@ -11,6 +11,7 @@ it runs (``STACK_VARIABLES``: ``GRIDSTREAM_KAFKA_PORT``, ``_CONTROLLER_PORT``, `
 from __future__ import annotations
 
 import os
+import string
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -117,10 +118,9 @@ def _unescape(text: str, source: str, number: int) -> str:
         nxt = text[i + 1]
         if nxt == "u":
             digits = text[i + 2:i + 6]
-            try:
-                out.append(chr(int(digits, 16)))
-            except ValueError as exc:
-                raise ConfigError(f"{source}:{number}: malformed \\uXXXX escape") from exc
+            if len(digits) != 4 or not all(c in string.hexdigits for c in digits):
+                raise ConfigError(f"{source}:{number}: malformed \\uXXXX escape")
+            out.append(chr(int(digits, 16)))
             i += 6
             continue
         out.append(_ESCAPES.get(nxt, nxt))
