@@ -177,3 +177,24 @@ def test_build_connectors_dispatches_on_kind(tmp_path: Path,
                             "allowed_modules": ("m",), "space": "the space"}
     assert build_connector(config.connector[1], bootstrap_servers="x", kafka_properties={},
                            allowed_modules=()).name == "snk"
+
+
+def test_the_docs_option_tables_are_the_generated_ones() -> None:
+    """docs/connectors.md lists every option of the config models with its names and
+    default (regenerate: python -m gridstream.connect.options_doc --write ...)."""
+    from gridstream.connect.options_doc import render
+
+    docs = (EXAMPLES.parent / "docs" / "connectors.md").read_text(encoding="utf-8")
+    assert render() in docs
+    for name in [*SourceConnectorConfig.model_fields, *SinkConnectorConfig.model_fields]:
+        assert f"| `{name}` |" in render()
+
+
+def test_an_option_without_a_meaning_fails_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gridstream.connect import options_doc
+
+    meanings = dict(options_doc.MEANINGS)
+    del meanings["batch_size"]
+    monkeypatch.setattr(options_doc, "MEANINGS", meanings)
+    with pytest.raises(ConfigError, match="'batch_size' of SourceConnectorConfig has no meaning"):
+        options_doc.render()
