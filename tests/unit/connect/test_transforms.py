@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gridstream.connect.config import TransformConfig
 from gridstream.connect.record import Record
@@ -226,3 +229,45 @@ def test_every_type_is_tested_here() -> None:
 def test_bad_steps_are_config_errors(steps: list[dict[str, Any]], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
         build_chain([_step(**s) for s in steps])
+
+
+_NAMES = st.text(alphabet="abcxyz_", min_size=1, max_size=4)
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=3),
+                    st.lists(st.integers(), max_size=2))
+_NESTED = st.recursive(_LEAVES, lambda inner: st.dictionaries(_NAMES, inner, max_size=3),
+                       max_leaves=8)
+
+
+def _leaves(value: dict[str, Any], path: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for name, field in value.items():
+        if isinstance(field, dict) and field:
+            out += _leaves(field, (*path, name))
+        else:
+            out.append((".".join((*path, name)), field))
+    return out
+
+
+# generation time depends on the machine's load, not on the code under test
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(_NAMES, _NESTED, max_size=3))
+def test_flatten_keeps_every_leaf_under_its_path(value: dict[str, Any]) -> None:
+    out = _run({"type": "flatten"}, record=_record(value)).value
+    assert out is not None
+    assert sorted(out.items(), key=lambda kv: kv[0]) == sorted(_leaves(value),
+                                                               key=lambda kv: kv[0])
+    assert not any(isinstance(v, dict) and v for v in out.values())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(["$1", "$2", "${b}", "-", "x", "\\$"])),
+                min_size=1, max_size=6),
+       st.from_regex(r"[a-z]{1,4}\.[a-z]{1,4}", fullmatch=True))
+def test_route_expands_like_java(parts: list[str], topic: str) -> None:
+    replacement = "".join(parts)
+    python_form = "".join({"$1": r"\1", "$2": r"\2", "${b}": r"\g<b>", "\\$": "$"}.get(p, p)
+                          for p in parts)
+    out = _run({"type": "route", "regex": r"([a-z]+)\.(?P<b>[a-z]+)",
+                "replacement": replacement}, record=_record(topic=topic))
+    expected = re.fullmatch(r"([a-z]+)\.(?P<b>[a-z]+)", topic)
+    assert expected is not None and out.topic == expected.expand(python_form)
