@@ -198,3 +198,30 @@ def test_an_option_without_a_meaning_fails_the_generator(monkeypatch: pytest.Mon
     monkeypatch.setattr(options_doc, "MEANINGS", meanings)
     with pytest.raises(ConfigError, match="'batch_size' of SourceConnectorConfig has no meaning"):
         options_doc.render()
+
+
+def test_run_config_runs_pipelines_and_connectors_together(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gridstream.spark.runner as runner_module
+    from gridstream.pipeline_config import run_config
+
+    for module, cls in (("gridstream.connect.source", "SourceConnector"),
+                        ("gridstream.connect.sink", "SinkConnector")):
+        fake = types.ModuleType(module)
+        setattr(fake, cls, type(cls, (_FakeConnector,), {}))
+        monkeypatch.setitem(sys.modules, module, fake)
+    ran: dict[str, Any] = {}
+
+    class FakeRunner:
+        def __init__(self, pipelines: list[Any], spark_factory: Any, **kwargs: Any) -> None:
+            ran.update(names=[p.name for p in pipelines], restarts=kwargs["restarts"])
+
+        def run(self) -> int:
+            return 7
+
+    monkeypatch.setattr(runner_module, "PipelineRunner", FakeRunner)
+    path = tmp_path / "run.toml"
+    path.write_text(PIPELINE.replace("x.db", str(tmp_path / "x.db")) + SOURCE + SINK)
+    assert run_config(path) == 7
+    assert ran["names"] == ["p", "src", "snk"]
+    assert set(ran["restarts"]) == {"p", "src", "snk"}
