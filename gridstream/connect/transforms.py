@@ -10,7 +10,8 @@ Types and their options (``fields`` lists may be given as ``"a, b"``; mappings a
 ``"old:new, a:b"``, Kafka Connect's form, in ``.properties`` files):
 
 - ``rename`` — ``fields`` = {old = new}. A missing field is left alone; renaming onto a
-  field the value already holds is an error (nothing is overwritten silently).
+  field the value keeps (one not renamed itself) is an error: nothing is overwritten
+  silently. Swapping two names works.
 - ``drop`` — ``fields`` = [names]. Missing fields are left alone.
 - ``mask`` — ``fields`` = [names], ``replacement`` (optional). Like Kafka Connect's
   MaskField: a string becomes ``replacement`` (default ``""``), a number ``0`` (or
@@ -162,8 +163,7 @@ def _rename(o: _Options) -> Step:
         for name, field in value.items():
             new = renames.get(name, name)
             if new in out:
-                raise CodecError(f"rename: {name!r} → {new!r} collides with a field the "
-                                 "value already holds")
+                raise CodecError(f"rename: two fields of the value become {new!r}")
             out[new] = field
         return out
     return _values(step)

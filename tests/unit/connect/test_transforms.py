@@ -53,8 +53,11 @@ def test_rename() -> None:
 
 
 def test_rename_onto_an_existing_field_is_a_record_error() -> None:
-    with pytest.raises(CodecError, match=r"transforms\[0\] \(rename\).*'name' → 'id'"):
-        _run({"type": "rename", "fields": {"name": "id"}})
+    for value in ({"id": 1, "name": "Ann"}, {"name": "Ann", "id": 1}):  # either order
+        with pytest.raises(CodecError, match=r"transforms\[0\] \(rename\).*become 'id'"):
+            _run({"type": "rename", "fields": {"name": "id"}}, record=_record(value))
+    swapped = _run({"type": "rename", "fields": {"name": "id", "id": "name"}})
+    assert swapped.value == {"name": "k-1", "id": "Ann", "age": 41}
 
 
 def test_rename_two_fields_to_one_name_is_a_config_error() -> None:
