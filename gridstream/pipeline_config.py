@@ -36,6 +36,7 @@ Every problem in the file is a ``ConfigError`` naming the key at fault.
 
 from __future__ import annotations
 
+import posixpath
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -140,8 +141,8 @@ class PipelineFile(BaseModel):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"pipeline and connector names must be unique: {', '.join(dupes)}")
-        checkpoints = [p.checkpoint for p in self.pipeline] + [c.checkpoint
-                                                                for c in self.connector]
+        checkpoints = [_place(p.checkpoint) for p in self.pipeline] + [
+            _place(c.checkpoint) for c in self.connector]
         shared = sorted({c for c in checkpoints if checkpoints.count(c) > 1})
         if shared:
             raise ValueError("each pipeline and connector needs its own checkpoint "
@@ -158,6 +159,15 @@ def _describe(error: ValidationError) -> str:
         where = ".".join(str(part) for part in item["loc"]) or "(file)"
         lines.append(f"  {where}: {item['msg']}")
     return "\n".join(lines)
+
+
+def _place(path: str) -> str:
+    """A checkpoint location in one spelling (``/a/b/``, ``/a//b`` and ``/a/./b`` are one
+    directory), for comparison."""
+    if "://" in path:
+        scheme, _, rest = path.partition("://")
+        return f"{scheme}://{posixpath.normpath(rest) if rest else rest}"
+    return posixpath.normpath(path)
 
 
 def _kind_from_class(index: int, section: Any) -> Any:

@@ -90,6 +90,12 @@ def test_example_file_is_valid() -> None:
     (SOURCE + SOURCE.replace("/tmp/ck/src", "/tmp/ck/other"), "names must be unique: src"),
     (PIPELINE + SOURCE.replace('name = "src"', 'name = "p"'), "names must be unique: p"),
     (PIPELINE + SOURCE.replace("/tmp/ck/src", "/tmp/ck/p"), "own checkpoint.*/tmp/ck/p"),
+    (PIPELINE + SOURCE.replace("/tmp/ck/src", "/tmp/ck/p/"), "own checkpoint.*/tmp/ck/p"),
+    (PIPELINE + PIPELINE.replace('"p"', '"q"').replace("/tmp/ck/p", "/tmp/ck/p/"),
+     "own checkpoint.*/tmp/ck/p"),
+    (PIPELINE + SOURCE.replace("/tmp/ck/src", "/tmp//ck/./p"), "own checkpoint.*/tmp/ck/p"),
+    (PIPELINE.replace("/tmp/ck/p", "hdfs://nn/ck/p") + SOURCE.replace(
+        "/tmp/ck/src", "hdfs://nn/ck/p/"), "own checkpoint.*hdfs://nn/ck/p"),
     (SOURCE + "colour = 'blue'\n", r"connector\.0\.source\.colour"),
     (SOURCE + "failoverPolicy = 'SOMETIMES'\n", "failoverPolicy"),
     (SOURCE + "batchSize = 0\n", "batchSize"),
