@@ -140,6 +140,8 @@ MEANINGS: dict[str, str] = {
              "registry). Kafka Connect's class names are accepted.",
     "key": "`json` (a JSON scalar: `\"k-1\"` or `12`) or `string` (UTF-8 text).",
     "schema_registry_url": "The schema registry (required with `avro`).",
+    "schema_registry_user_info": "`user:password` for the registry's basic "
+                                 "authentication; never printed.",
     "subject_name_strategy": "Avro subjects: `topic` (`<topic>-value`), `record` or "
                              "`topic_record`.",
     "avro_schemas": "Source side, Avro: cache name → `.avsc` file; a cache without one "
