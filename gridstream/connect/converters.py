@@ -7,8 +7,11 @@ error policy).
 
 - keys: ``json`` — a JSON scalar (``"k-1"``, ``12``); ``string`` — UTF-8 text.
 - values: ``json`` — a JSON object; ``json_schema`` — Kafka Connect's envelope
-  ``{"schema": ..., "payload": ...}``; ``avro`` — Confluent wire format (magic byte 0,
-  4-byte schema id, Avro body) with schemas in the registry.
+  ``{"schema": ..., "payload": ...}`` (``gridstream.connect._json_schema``); ``avro`` —
+  Confluent wire format (magic byte 0, 4-byte schema id, Avro body) with schemas in the
+  registry (``gridstream.connect._avro``).
+- a registry that cannot be reached or fails is a ``ConnectorError`` (not the record's
+  fault: the connector stops rather than dead-lettering every record).
 - a removal (``None``) is a tombstone (no value bytes) in every format.
 """
 
@@ -100,7 +103,15 @@ class JsonConverter(Converter):
 
 
 def build_converter(config: ConverterConfig) -> Converter:
-    """The converter ``config`` names."""
-    if config.value == "json":
-        return JsonConverter(config)
-    raise CodecError(f"value.converter {config.value!r} is not built yet")
+    """The converter ``config`` names (no network call: the Avro converter reaches the
+    registry on its first record). ``ConfigError`` for a declared Avro schema that cannot
+    be read."""
+    if config.value == "json_schema":
+        from gridstream.connect._json_schema import JsonSchemaConverter
+
+        return JsonSchemaConverter(config)
+    if config.value == "avro":
+        from gridstream.connect._avro import AvroConverter
+
+        return AvroConverter(config)
+    return JsonConverter(config)
