@@ -12,7 +12,8 @@ Inference (a cache without a declared schema):
 - a ``None`` field (an empty list's items, a list of nothing but ``None``) takes the
   type this cache's field had before (in earlier values, or in the subject's latest
   registered schema), else the type ``"null"``: widening ``"null"`` to
-  ``["null", T]`` later is a BACKWARD- and FORWARD-compatible change;
+  ``["null", T]`` later is a BACKWARD-compatible change (under FORWARD or FULL
+  compatibility the registry refuses it: declare a schema for such a cache);
 - array elements must share one type (records in one array: the same fields); mixed
   types, field names that are not Avro names, and values with no Avro type (dates,
   decimals, sets, ...) are ``CodecError``s — declare a schema for them.
