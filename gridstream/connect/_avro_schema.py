@@ -64,45 +64,54 @@ def _where(path: tuple[str, ...]) -> str:
     return f"field {'.'.join(path)!r}" if path else "the value"
 
 
+_PRIMITIVES: dict[type, str] = {str: "string", bool: "boolean", float: "double",
+                                bytes: "bytes", type(None): "null"}
+_CHECKED_NAMES: set[str] = set()
+"""Field names already checked against the Avro name rule (bounded)."""
+
+
 def shape_of(value: Any, path: tuple[str, ...] = ()) -> Shape:
     """The type signature of ``value`` (``CodecError`` for what Avro inference refuses)."""
-    if value is None:
-        return "null"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
+    kind = type(value)
+    primitive = _PRIMITIVES.get(kind)
+    if primitive is not None:
+        return primitive
+    if kind is dict:
+        return ("record", tuple([(name, shape_of(value[name], (*path, name)))
+                                 for name in _field_names(value, path)]))
+    if kind is int:
         if not _LONG_MIN <= value <= _LONG_MAX:
             raise CodecError(f"{_where(path)}: {value} does not fit Avro's long")
         return "long"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, bytes):
-        return "bytes"
-    if isinstance(value, dict):
-        fields = []
-        for name in sorted(value, key=_key_name(path)):
-            if not _NAME.match(name):
-                raise CodecError(f"{_where(path)}: {name!r} is not an Avro field name "
-                                 "([A-Za-z_][A-Za-z0-9_]*); rename it or declare a schema")
-            fields.append((name, shape_of(value[name], (*path, name))))
-        return ("record", tuple(fields))
-    if isinstance(value, list):
+    if kind is list:
         item: Shape = "null"
         for index, element in enumerate(value):
             item = _unify(item, shape_of(element, (*path, str(index))), path)
         return ("array", item)
+    bases: tuple[type[Any], ...] = (bool, str, float, bytes, int, dict, list)
+    for base in bases:  # subclasses (enums, ordered dicts, ...)
+        if isinstance(value, base):
+            return shape_of(base(value), path)
     raise CodecError(f"{_where(path)}: a {type(value).__name__} has no inferred Avro type; "
                      "declare a schema (avro.schemas) for this cache")
 
 
-def _key_name(path: tuple[str, ...]) -> Any:
-    def check(name: Any) -> str:
+def _field_names(value: dict[Any, Any], path: tuple[str, ...]) -> list[str]:
+    try:
+        names = sorted(value)
+    except TypeError:
+        names = list(value)
+    for name in names:
+        if name in _CHECKED_NAMES:
+            continue
         if not isinstance(name, str):
             raise CodecError(f"{_where(path)}: key {name!r} is not a string")
-        return name
-    return check
+        if not _NAME.match(name):
+            raise CodecError(f"{_where(path)}: {name!r} is not an Avro field name "
+                             "([A-Za-z_][A-Za-z0-9_]*); rename it or declare a schema")
+        if len(_CHECKED_NAMES) < 100_000:
+            _CHECKED_NAMES.add(name)
+    return names
 
 
 def _unify(a: Shape, b: Shape, path: tuple[str, ...]) -> Shape:
