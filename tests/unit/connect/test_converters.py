@@ -4,6 +4,8 @@ the real registry: tests/integration/test_connect_converters.py)."""
 from __future__ import annotations
 
 import base64
+import collections
+import enum
 import struct
 from pathlib import Path
 from typing import Any
@@ -339,6 +341,21 @@ def test_avro_subject_name_strategies(strategy: str, subject: str) -> None:
 def test_avro_inference_errors(value: dict[str, Any], match: str) -> None:
     with pytest.raises(CodecError, match=match):
         _avro(FakeRegistry()).encode_value("t", "c", value)
+
+
+def test_avro_infers_subclasses_of_the_json_types() -> None:
+    class Color(enum.IntEnum):
+        RED = 1
+
+    class Name(str):
+        pass
+
+    registry = FakeRegistry()
+    converter = _avro(registry)
+    value = {"c": Color.RED, "n": Name("x"), "o": collections.OrderedDict(a=1.5)}
+    data = converter.encode_value("t", "c", value)
+    assert converter.decode_value("t", data) == {"c": 1, "n": "x", "o": {"a": 1.5}}
+    assert "long" in registry.schemas[1] and "double" in registry.schemas[1]
 
 
 def _declare(tmp_path: Path, fields: list[dict[str, Any]]) -> dict[str, str]:
