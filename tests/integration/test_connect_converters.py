@@ -4,6 +4,7 @@ confluent-kafka's own ``AvroSerializer`` / ``AvroDeserializer``."""
 from __future__ import annotations
 
 import struct
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from gridstream.connect.config import ConverterConfig
 from gridstream.connect.converters import Converter, build_converter
 from gridstream.errors import CodecError, ConnectorError
+from gridstream.stack._process import find_java
+from gridstream.stack.artifacts import ensure_artifacts
 from gridstream.stack.registry import RegistryService
 from gridstream.stack.service import LocalService
 
@@ -181,3 +184,58 @@ def test_an_unreachable_registry_is_a_connector_error_without_credentials() -> N
     assert "127.0.0.1:9" in str(failed.value) and "s3cret" not in str(failed.value)
     with pytest.raises(ConnectorError):
         converter.decode_value("t", b"\x00\x00\x00\x00\x01\x02")
+
+
+# ------------------------------------------------------------------------- json_schema
+
+
+def _connect_json(lines: list[bytes]) -> list[str]:
+    """Kafka Connect's JsonConverter (the stack's Kafka jars) on ``lines``: one
+    ``OK <json>`` / ``ERROR ...`` line each, then ``CONNECT <json>``."""
+    jars = ensure_artifacts("kafka", quiet=True)
+    source = Path(__file__).with_name("ConnectJsonCheck.java")
+    proc = subprocess.run(
+        [str(find_java()), "-cp", f"{jars}/*", str(source)],
+        input=b"".join(line + b"\n" for line in lines), capture_output=True, timeout=300,
+        check=False)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return proc.stdout.decode().splitlines()
+
+
+def test_kafka_connect_json_converter_reads_and_writes_json_schema_envelopes() -> None:
+    converter = build_converter(ConverterConfig(value="json_schema"))
+    values: list[dict[str, Any]] = [
+        {"name": "Ada", "age": 36, "score": 1.5, "active": True, "nick": None},
+        {"address": {"city": "London", "zip": None}, "tags": ["a", "b"], "empty": [],
+         "nulls": [None], "matrix": [[1, 2], [], [3]], "big": 2**63 - 1},
+        {"orders": [{"id": 1, "total": 2.5}, {"id": 2, "total": None}, None]},
+    ]
+    envelopes = [converter.encode_value("t", "people", v) for v in values]
+    merged = {"items": [{"a": 1}, {"b": "x"}]}  # struct elements with different fields
+    envelopes.append(converter.encode_value("t", "people", merged))
+    lines = _connect_json([e for e in envelopes if e is not None])
+    assert len(lines) == len(envelopes) + 1, lines
+    assert all(line.startswith("OK ") for line in lines[:-1]), lines
+    # what Connect reads and writes back reads as the value written (Connect writes
+    # every field of a struct: the merged elements' missing fields come back as null)
+    back = [converter.decode_value("t", line[3:].encode()) for line in lines[:-1]]
+    assert back == [*values, {"items": [{"a": 1, "b": None}, {"a": None, "b": "x"}]}]
+
+    assert lines[-1].startswith("CONNECT ")
+    written = converter.decode_value("t", lines[-1][len("CONNECT "):].encode())
+    assert written == {
+        "id": 7, "small": -3, "ratio": 0.5, "counts": {"a": 1},
+        "byId": [[1, "one"], [2, None]], "home": {"city": "Lyon"}, "work": None,
+        "blob": "AAE=", "price": "BOI=", "ts": 1_700_000_000_000,
+        "readings": [1.5, None, 2.0], "status": "n/a"}
+
+
+def test_kafka_connect_refuses_what_the_converter_refuses() -> None:
+    converter = build_converter(ConverterConfig(value="json_schema"))
+    field = {"type": "int32", "optional": False, "field": "a"}
+    bad = [orjson.dumps({"schema": {"type": "struct", "fields": [field]}, "payload": p})
+           for p in ({"a": None}, {})]
+    for data in bad:
+        with pytest.raises(CodecError, match="null for a required int32"):
+            converter.decode_value("t", data)
+    assert all(line.startswith("ERROR ") for line in _connect_json(bad)[:-1])
