@@ -56,6 +56,9 @@ _HEADER = struct.Struct(">bI")
 _NOT_FOUND = 404
 _INCOMPATIBLE = 409
 _INVALID = 422
+_MAX_CACHED = 4096
+"""Writer schemas (and registered ids) kept per converter: values of ever new shapes
+(dynamic keys) start the cache afresh instead of growing it without bound."""
 
 
 def redacted_url(url: str) -> str:
@@ -247,6 +250,8 @@ class AvroConverter(Converter):
         schema_id = self._ids.get(key)
         if schema_id is None:
             schema_id = self.registry.register(subject, text)
+            if len(self._ids) >= _MAX_CACHED:
+                self._ids.clear()
             self._ids[key] = schema_id
         return schema_id
 
@@ -267,6 +272,8 @@ class AvroConverter(Converter):
         writer = self._writers.get(key)
         if writer is None:
             writer = self._inferred(topic, cache, shape)
+            if len(self._writers) >= _MAX_CACHED:
+                self._writers.clear()
             self._writers[key] = writer
         return writer
 

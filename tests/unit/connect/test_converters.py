@@ -369,15 +369,31 @@ def test_avro_declared_schema(tmp_path: Path) -> None:
     registry = FakeRegistry()
     schemas = _declare(tmp_path, [
         {"name": "id", "type": "long"},
-        {"name": "email", "type": ["null", "string"], "default": None}])
+        {"name": "email", "type": ["null", "string"], "default": None},
+        {"name": "home", "default": None, "type": ["null", {
+            "type": "record", "name": "Home", "fields": [{"name": "city", "type": "string"}]}]}])
     converter = _avro(registry, avro_schemas=schemas, subject_name_strategy="record")
     data = converter.encode_value("t", "people", {"id": 1})
-    assert converter.decode_value("t", data) == {"id": 1, "email": None}
+    assert converter.decode_value("t", data) == {"id": 1, "email": None, "home": None}
     assert list(registry.subjects) == ["x.y.Person"]
     for bad, match in (({"email": "e"}, "missing"), ({"id": 1, "age": 3}, "more fields"),
-                       ({"id": "x"}, "integer"), ({"id": 1, "email": 5}, "email")):
+                       ({"id": "x"}, "integer"), ({"id": 1, "email": 5}, "email"),
+                       ({"id": 1, "home": {"city": "c", "zip": "z"}}, "specifies: zip")):
         with pytest.raises(CodecError, match=match):
             converter.encode_value("t", "people", bad)
+
+
+def test_avro_writer_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gridstream.connect._avro as avro
+
+    monkeypatch.setattr(avro, "_MAX_CACHED", 3)
+    registry = FakeRegistry()
+    converter = _avro(registry)
+    for i in range(10):
+        data = converter.encode_value("t", "c", {f"f{i}": i})
+        assert converter.decode_value("t", data) == {f"f{i}": i}
+    assert len(converter._writers) <= 3 and len(converter._ids) <= 3
+    assert [c for c, _ in registry.calls].count("register") == 10
 
 
 @pytest.mark.parametrize(("content", "match"), [
