@@ -13,11 +13,15 @@ error policy).
 - a registry that cannot be reached or fails is a ``ConnectorError`` (not the record's
   fault: the connector stops rather than dead-lettering every record).
 - a removal (``None``) is a tombstone (no value bytes) in every format.
+- a float JSON cannot hold (NaN, infinities) is a ``CodecError`` in both JSON formats
+  (never written as ``null``).
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
+from typing import Any
 
 import orjson
 
@@ -53,6 +57,20 @@ def decode_key(data: bytes | None, kind: str = "json") -> Key | None:
     return key
 
 
+def _check_finite(value: Any, path: str) -> None:
+    """``CodecError`` for a float JSON cannot hold (NaN, infinities) anywhere in value."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CodecError(f"{f'field {path!r}' if path else 'the value'}: {value} has "
+                             "no JSON form")
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            _check_finite(item, f"{path}.{name}" if path else str(name))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_finite(item, f"{path}[{index}]")
+
+
 class Converter(ABC):
     """Values of one connector (keys: ``encode_key`` / ``decode_key`` with ``key_kind``)."""
 
@@ -86,9 +104,12 @@ class JsonConverter(Converter):
         if value is None:
             return None
         try:
-            return orjson.dumps(value)
+            data = orjson.dumps(value)
         except TypeError as exc:
             raise CodecError(f"value cannot be written as JSON: {exc}") from exc
+        if b"null" in data:  # orjson writes NaN and infinities as null: refuse them
+            _check_finite(value, "")
+        return data
 
     def decode_value(self, topic: str, data: bytes | None) -> Value | None:
         if data is None:

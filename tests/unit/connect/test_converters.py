@@ -49,6 +49,21 @@ def test_json_round_trip_and_errors() -> None:
         converter.encode_value("t", "c", {"s": {1, 2}})
 
 
+@pytest.mark.parametrize("value", [
+    {"x": float("nan")}, {"x": float("inf")}, {"n": None, "l": [1.0, float("-inf")]},
+    {"d": {"deep": [{"x": float("nan")}]}}])
+def test_json_refuses_floats_json_cannot_hold(value: dict[str, Any]) -> None:
+    """orjson writes NaN and infinities as null: the value would change silently."""
+    with pytest.raises(CodecError, match="no JSON form"):
+        build_converter(ConverterConfig()).encode_value("t", "c", value)
+
+
+def test_json_keeps_nulls_and_finite_floats() -> None:
+    value = {"n": None, "f": [1.5, None, -0.0], "d": {"x": None, "y": 1e308}}
+    converter = build_converter(ConverterConfig())
+    assert converter.decode_value("t", converter.encode_value("t", "c", value)) == value
+
+
 @pytest.mark.parametrize(("kind", "key", "data"), [
     ("json", "k-1", b'"k-1"'), ("json", 12, b"12"), ("string", "k-1", b"k-1")])
 def test_keys_round_trip(kind: str, key: Any, data: bytes) -> None:
