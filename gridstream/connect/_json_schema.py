@@ -178,6 +178,8 @@ def _check(schema: Any, value: Any, path: str) -> Any:
     if not isinstance(schema, dict):
         raise _schema_error(path, "not a JSON object")
     kind = schema.get("type")
+    if not isinstance(kind, str):
+        raise _schema_error(path, f"unknown type {kind!r}")
     if value is None:
         default = schema.get("default")
         if default is not None:
