@@ -452,3 +452,12 @@ def test_avro_registry_url_and_credentials_never_print() -> None:
     assert "s3cret" not in repr(converter)
     assert redacted_url("https://user:s3cret@reg.example:8081/api") == \
         "https://reg.example:8081/api"
+
+
+def test_credentials_in_both_the_url_and_user_info_are_a_config_error() -> None:
+    converter = build_converter(ConverterConfig(
+        value="avro", schema_registry_url="http://user:s3cret@127.0.0.1:9/api",
+        schema_registry_user_info="u:t0ps3cret"))
+    with pytest.raises(ConfigError, match="not usable") as refused:
+        converter.encode_value("t", "c", {"a": 1})  # the client is built on first use
+    assert "s3cret" not in str(refused.value) and refused.value.__cause__ is None
