@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from gridstream.connect._avro_schema import (
+    NAMESPACE,
     Memory,
     Shape,
     check_value,
@@ -205,7 +206,11 @@ class AvroConverter(Converter):
 
     def __init__(self, config: ConverterConfig, *, registry: Registry | None = None) -> None:
         super().__init__(config)
-        import fastavro
+        try:
+            import fastavro
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ConfigError("the avro converter needs: pip install "
+                              "'gridstream[registry]'") from exc
 
         self._fastavro: Any = fastavro
         if registry is None:
@@ -223,6 +228,7 @@ class AvroConverter(Converter):
         self._declared_text = {cache: orjson.dumps(schema).decode()
                                for cache, schema in declared.items()}
         self._ids: dict[tuple[str, str], int] = {}
+        self._refused: dict[tuple[str, str], str] = {}
         self._writers: dict[tuple[str, str, Shape], _Writer] = {}
         self._readers: dict[int, Any] = {}
         self._memory: dict[str, Memory] = {}
@@ -246,10 +252,21 @@ class AvroConverter(Converter):
         return f"{topic}-{full_name(schema)}"
 
     def _schema_id(self, subject: str, text: str) -> int:
+        """The registered id (a refusal is remembered too: the records of a refused
+        schema do not each ask the registry again)."""
         key = (subject, text)
         schema_id = self._ids.get(key)
         if schema_id is None:
-            schema_id = self.registry.register(subject, text)
+            refused = self._refused.get(key)
+            if refused is not None:
+                raise CodecError(refused)
+            try:
+                schema_id = self.registry.register(subject, text)
+            except CodecError as exc:
+                if len(self._refused) >= _MAX_CACHED:
+                    self._refused.clear()
+                self._refused[key] = str(exc)
+                raise
             if len(self._ids) >= _MAX_CACHED:
                 self._ids.clear()
             self._ids[key] = schema_id
@@ -263,8 +280,9 @@ class AvroConverter(Converter):
             if writer is None:
                 text = self._declared_text[cache]
                 subject = self.subject(topic, orjson.loads(text))
-                writer = _Writer(_HEADER.pack(MAGIC, self._schema_id(subject, text)),
-                                 declared, True)
+                schema_id = self._schema_id(subject, text)
+                self._readers.setdefault(schema_id, declared)
+                writer = _Writer(_HEADER.pack(MAGIC, schema_id), declared, True)
                 self._writers[key] = writer
             return writer
         shape = shape_of(value)
@@ -279,8 +297,7 @@ class AvroConverter(Converter):
 
     def _inferred(self, topic: str, cache: str, shape: Shape) -> _Writer:
         memory = self._memory.setdefault(cache, {})
-        subject = self.subject(topic, {"name": record_name(cache),
-                                       "namespace": "gridstream.connect"})
+        subject = self.subject(topic, {"name": record_name(cache), "namespace": NAMESPACE})
         if subject not in self._seeded:
             self._seeded.add(subject)
             latest = self.registry.latest(subject)

@@ -248,15 +248,20 @@ def test_json_schema_decode_errors(data: bytes, match: str) -> None:
 
 
 class FakeRegistry:
-    """Registers everything; counts calls (the converter must cache them)."""
+    """Registers everything (but a schema with a field in ``refuse``); counts calls
+    (the converter must cache them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse: str = "") -> None:
         self.schemas: dict[int, str] = {}
         self.subjects: dict[str, list[int]] = {}
         self.calls: list[tuple[str, Any]] = []
+        self.refuse = refuse
 
     def register(self, subject: str, schema: str) -> int:
         self.calls.append(("register", subject))
+        if self.refuse and f'"name":"{self.refuse}"' in schema:
+            raise CodecError(f"the registry refused the schema for subject {subject!r} as "
+                             "incompatible: a reason")
         for known, text in self.schemas.items():
             if text == schema:
                 schema_id = known
@@ -325,6 +330,18 @@ def test_avro_caches_registry_calls() -> None:
     assert registry.calls[-1] == ("schema", 1) and len(registry.calls) == 4
     converter.close()
     assert registry.calls[-1] == ("close", None)
+
+
+def test_avro_a_refused_schema_is_asked_once() -> None:
+    registry = FakeRegistry(refuse="bad")
+    converter = _avro(registry)
+    for _ in range(5):
+        with pytest.raises(CodecError, match="incompatible: a reason"):
+            converter.encode_value("t", "c", {"bad": 1})
+    assert converter.decode_value("t", converter.encode_value("t", "c", {"good": 1})) == {
+        "good": 1}
+    assert registry.calls == [("latest", "t-value"), ("register", "t-value"),
+                              ("register", "t-value")]
 
 
 def test_avro_null_fields_take_the_type_seen_before() -> None:
