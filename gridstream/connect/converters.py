@@ -69,7 +69,10 @@ def _all_finite(value: Any) -> bool:
         items = value
     else:
         return not isinstance(value, float) or math.isfinite(value)
-    return all(type(item) in _SCALARS or _all_finite(item) for item in items)
+    for item in items:  # noqa: SIM110 - a loop: twice as fast as all() over a generator
+        if type(item) not in _SCALARS and not _all_finite(item):
+            return False
+    return True
 
 
 def _check_finite(value: Any, path: str) -> None:
