@@ -57,6 +57,24 @@ def decode_key(data: bytes | None, kind: str = "json") -> Key | None:
     return key
 
 
+_SCALARS = (str, int, bool, type(None))
+
+
+def _all_finite(value: Any) -> bool:
+    """Whether no float in ``value`` is NaN or infinite (the fast check)."""
+    kind = type(value)
+    if kind is dict:
+        items = value.values()
+    elif kind is list or kind is tuple:
+        items = value
+    else:
+        return not isinstance(value, float) or math.isfinite(value)
+    for item in items:  # noqa: SIM110 - a loop: twice as fast as all() over a generator
+        if type(item) not in _SCALARS and not _all_finite(item):
+            return False
+    return True
+
+
 def _check_finite(value: Any, path: str) -> None:
     """``CodecError`` for a float JSON cannot hold (NaN, infinities) anywhere in value."""
     if isinstance(value, float):
@@ -107,8 +125,8 @@ class JsonConverter(Converter):
             data = orjson.dumps(value)
         except TypeError as exc:
             raise CodecError(f"value cannot be written as JSON: {exc}") from exc
-        if b"null" in data:  # orjson writes NaN and infinities as null: refuse them
-            _check_finite(value, "")
+        if b"null" in data and not _all_finite(value):
+            _check_finite(value, "")  # orjson wrote NaN or an infinity as null: refuse it
         return data
 
     def decode_value(self, topic: str, data: bytes | None) -> Value | None:
