@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from gridstream.connect.converters import Converter
+from gridstream.connect.converters import Converter, loads
 from gridstream.errors import CodecError
 from gridstream.grid.contract import Value
 
@@ -314,7 +314,7 @@ class JsonSchemaConverter(Converter):
         if data is None:
             return None
         try:
-            envelope = orjson.loads(data)
+            envelope = loads(data)
         except orjson.JSONDecodeError as exc:
             raise CodecError(f"value is not JSON: {exc}") from exc
         return check_payload(envelope)

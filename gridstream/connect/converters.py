@@ -15,11 +15,15 @@ error policy).
 - a removal (``None``) is a tombstone (no value bytes) in every format.
 - a float JSON cannot hold (NaN, infinities) is a ``CodecError`` in both JSON formats
   (never written as ``null``).
+- JSON is read with every integer exact (orjson alone reads one beyond 64 bits as a
+  rounded float); a key JSON cannot hold (an integer beyond 64 bits) is a ``CodecError``.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -29,13 +33,39 @@ from gridstream.connect.config import ConverterConfig
 from gridstream.errors import CodecError
 from gridstream.grid.contract import Key, Value
 
-__all__ = ["Converter", "JsonConverter", "build_converter", "decode_key", "encode_key"]
+__all__ = ["Converter", "JsonConverter", "build_converter", "decode_key", "encode_key",
+           "loads"]
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+"""19 digits in a row: maybe an integer orjson reads as a float (beyond -2**63 ... 2**64-1)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(data: bytes) -> Any:
+    """``data`` parsed as JSON, integers exact: orjson reads an integer beyond its 64-bit
+    range as a float (a silently changed value), so text with a run of 19 digits is read
+    again with the standard library, which keeps every integer. ``orjson.JSONDecodeError``
+    for what is not JSON."""
+    value = orjson.loads(data)
+    if _LONG_DIGITS.search(data) is not None:
+        # orjson has validated the text (UTF-8, no NaN): only the numbers can differ
+        try:
+            value = json.loads(data, parse_constant=_no_constant)
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise orjson.JSONDecodeError(str(exc), data.decode(errors="replace"), 0) from exc
+    return value
 
 
 def encode_key(key: Key, kind: str = "json") -> bytes:
     if kind == "string":
         return str(key).encode()
-    return orjson.dumps(key)
+    try:
+        return orjson.dumps(key)
+    except TypeError as exc:  # an integer beyond 64 bits, a key of another type
+        raise CodecError(f"key cannot be written as JSON: {exc}") from exc
 
 
 def decode_key(data: bytes | None, kind: str = "json") -> Key | None:
@@ -49,7 +79,7 @@ def decode_key(data: bytes | None, kind: str = "json") -> Key | None:
         except UnicodeDecodeError as exc:
             raise CodecError(f"key is not UTF-8: {exc}") from exc
     try:
-        key = orjson.loads(data)
+        key = loads(data)
     except orjson.JSONDecodeError as exc:
         raise CodecError(f"key is not JSON: {exc}") from exc
     if isinstance(key, bool) or not isinstance(key, str | int):
@@ -115,7 +145,7 @@ class JsonConverter(Converter):
         if data is None:
             return None
         try:
-            value = orjson.loads(data)
+            value = loads(data)
         except orjson.JSONDecodeError as exc:
             raise CodecError(f"value is not JSON: {exc}") from exc
         if not isinstance(value, dict):

@@ -64,6 +64,35 @@ def test_json_keeps_nulls_and_finite_floats() -> None:
     assert converter.decode_value("t", converter.encode_value("t", "c", value)) == value
 
 
+BIG = 123456789012345678901234567890
+"""Beyond orjson's integers (-2**63 ... 2**64-1): orjson reads it as a float."""
+
+
+def test_json_reads_integers_beyond_64_bits_exactly() -> None:
+    """A sink reading another producer's JSON must not turn a large integer into a
+    rounded float (nor a 19-digit string into anything else)."""
+    data = (b'{"big": 123456789012345678901234567890, "low": -9223372036854775809, '
+            b'"text": "1234567890123456789012", "f": 1.5, "l": [18446744073709551616]}')
+    expected = {"big": BIG, "low": -(2**63) - 1, "text": "1234567890123456789012",
+                "f": 1.5, "l": [2**64]}
+    assert build_converter(ConverterConfig()).decode_value("t", data) == expected
+    assert _json_schema().decode_value("t", b'{"schema": null, "payload": ' + data + b"}") \
+        == expected
+    schema = b'{"type": "struct", "fields": [{"field": "n", "type": "int64"}]}'
+    with pytest.raises(CodecError, match="out of int64's range"):
+        _json_schema().decode_value("t", b'{"schema": ' + schema + b', "payload": {"n": '
+                                    + str(BIG).encode() + b"}}")
+    assert build_converter(ConverterConfig()).decode_key(str(BIG).encode()) == BIG
+    with pytest.raises(CodecError, match="not JSON"):
+        build_converter(ConverterConfig()).decode_value("t", b'{"a": ' + b"9" * 5000 + b"}")
+
+
+def test_a_key_beyond_64_bits_is_a_codec_error() -> None:
+    """orjson refuses it with a TypeError: the caller only handles CodecError."""
+    with pytest.raises(CodecError, match="key cannot be written"):
+        build_converter(ConverterConfig()).encode_key(BIG)
+
+
 @pytest.mark.parametrize(("kind", "key", "data"), [
     ("json", "k-1", b'"k-1"'), ("json", 12, b"12"), ("string", "k-1", b"k-1")])
 def test_keys_round_trip(kind: str, key: Any, data: bytes) -> None:
