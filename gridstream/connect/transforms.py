@@ -75,7 +75,10 @@ def key_from_fields(value: Value, fields: Sequence[str]) -> Key:
         parts.append(part)
     if len(parts) == 1:
         return parts[0]
-    return orjson.dumps(parts).decode()
+    try:
+        return orjson.dumps(parts).decode()
+    except TypeError as exc:  # orjson: an integer beyond 64 bits
+        raise CodecError(f"key fields {list(fields)} cannot be written as JSON: {exc}") from exc
 
 
 class StepConfigError(ConfigError):

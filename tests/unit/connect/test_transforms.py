@@ -274,3 +274,12 @@ def test_route_expands_like_java(parts: list[str], topic: str) -> None:
                 "replacement": replacement}, record=_record(topic=topic))
     expected = re.fullmatch(r"([a-z]+)\.(?P<b>[a-z]+)", topic)
     assert expected is not None and out.topic == expected.expand(python_form)
+
+
+def test_a_key_field_beyond_64_bits_is_a_codec_error() -> None:
+    """orjson refuses such an integer with a TypeError; callers only handle CodecError."""
+    with pytest.raises(CodecError, match="cannot be written as JSON"):
+        key_from_fields({"region": "eu", "id": 2**70}, ["region", "id"])
+    chain = build_chain([TransformConfig(type="value_to_key", fields=["region", "id"])])
+    with pytest.raises(CodecError, match=r"transforms\[0\] \(value_to_key\)"):
+        chain(Record("t", "c", "k", {"region": "eu", "id": 2**70}))
