@@ -226,6 +226,10 @@ class ConverterConfig(BaseModel):
         return self
 
 
+_POLICY_NAMES = ("error_handling_policy", "errorHandlingPolicy", "errors.tolerance")
+_DEAD_LETTER_NAMES = ("dead_letter_topic", "deadLetterTopic", "errors.deadletterqueue.topic.name")
+
+
 class _Common(BaseModel):
     """Options both connector kinds take."""
 
@@ -247,11 +251,9 @@ class _Common(BaseModel):
     value) -> bool``, imported only from a module of the run's ``allowed_modules``."""
     error_handling_policy: ErrorHandling = Field(
         default=ErrorHandling.STOP_TASK,
-        validation_alias=_alias("error_handling_policy", "errorHandlingPolicy",
-                                "errors.tolerance"))
+        validation_alias=_alias(*_POLICY_NAMES))
     dead_letter_topic: str | None = Field(
-        default=None, validation_alias=_alias("dead_letter_topic", "deadLetterTopic",
-                                              "errors.deadletterqueue.topic.name"))
+        default=None, validation_alias=_alias(*_DEAD_LETTER_NAMES))
 
     @field_validator("kafka")
     @classmethod
@@ -265,10 +267,28 @@ class _Common(BaseModel):
         # Kafka Connect's errors.tolerance: none = stop, all = skip (logged)
         return {"NONE": "STOP_TASK", "ALL": "LOG_ONLY", "DLQ": "DEAD_LETTER"}.get(value, value)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _tolerance_with_queue(cls, data: Any) -> Any:
+        """Kafka Connect: ``errors.tolerance=all`` with a dead-letter queue topic sends bad
+        records to that topic: ``DEAD_LETTER`` here (``LOG_ONLY`` would drop them)."""
+        if not isinstance(data, dict):
+            return data
+        policies = [k for k in _POLICY_NAMES if k in data]
+        queue = any(data.get(k) for k in _DEAD_LETTER_NAMES)
+        if (queue and len(policies) == 1 and isinstance(data[policies[0]], str)
+                and data[policies[0]].strip().lower() == "all"):
+            return {**data, policies[0]: "DEAD_LETTER"}
+        return data
+
     @model_validator(mode="after")
     def _dead_letter(self) -> _Common:
         if self.error_handling_policy is ErrorHandling.DEAD_LETTER and not self.dead_letter_topic:
             raise ValueError("errorHandlingPolicy DEAD_LETTER needs deadLetterTopic")
+        if self.dead_letter_topic and self.error_handling_policy is not ErrorHandling.DEAD_LETTER:
+            raise ValueError(f"deadLetterTopic is only used with errorHandlingPolicy "
+                             f"DEAD_LETTER (not {self.error_handling_policy.value}): bad "
+                             "records would not go to it")
         return self
 
 

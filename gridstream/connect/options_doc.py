@@ -60,9 +60,11 @@ MEANINGS: dict[str, str] = {
                              "transformed, converted or applied: `STOP_TASK`, `LOG_ONLY` "
                              "or `DEAD_LETTER` (see [Error policies](#error-policies)). "
                              "Kafka Connect's `errors.tolerance` `none` / `all` mean "
-                             "`STOP_TASK` / `LOG_ONLY`.",
-    "dead_letter_topic": "The dead-letter topic; required with `DEAD_LETTER`. A sink "
-                         "refuses one it would read itself.",
+                             "`STOP_TASK` / `LOG_ONLY` (`all` with a dead-letter topic: "
+                             "`DEAD_LETTER`).",
+    "dead_letter_topic": "The dead-letter topic; required with `DEAD_LETTER`, refused "
+                         "with another policy (it would be ignored). A sink refuses one "
+                         "it would read itself.",
     # source
     "failover_policy": "What a (re)started source does about the changes made while it "
                        "was down: `NONE`, `FULL_SNAPSHOT` or `BACKLOG` (see "

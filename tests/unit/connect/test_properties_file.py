@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gridstream.connect.config import SinkConnectorConfig, SourceConnectorConfig
+from gridstream.connect.config import ErrorHandling, SinkConnectorConfig, SourceConnectorConfig
 from gridstream.connect.filters import ALLOWED_ENV
 from gridstream.errors import ConfigError
 from gridstream.pipeline_config import load_config
@@ -240,3 +240,23 @@ def test_secrets_never_appear(tmp_path: Path) -> None:
             assert "hunter2" not in message
     twice = _error(tmp_path, text + "consumer.sasl.password=hunter2\n")
     assert "'consumer.sasl.password' is given twice" in twice
+
+
+def test_tolerance_all_with_a_dead_letter_queue_dead_letters(tmp_path: Path) -> None:
+    """Kafka Connect sends bad records to errors.deadletterqueue.topic.name when
+    errors.tolerance=all: LOG_ONLY would only log them, the queue silently ignored."""
+    config = _load(tmp_path, SINK + "errors.tolerance=all\n"
+                                    "errors.deadletterqueue.topic.name=snk.dlq\n")
+    connector = config.connector[0]
+    assert connector.error_handling_policy is ErrorHandling.DEAD_LETTER
+    assert connector.dead_letter_topic == "snk.dlq"
+    assert _load(tmp_path, SINK + "errors.tolerance=all\n").connector[0] \
+        .error_handling_policy is ErrorHandling.LOG_ONLY
+
+
+@pytest.mark.parametrize("policy", ["none", "STOP_TASK", "LOG_ONLY"])
+def test_a_dead_letter_topic_a_policy_would_ignore_is_refused(tmp_path: Path,
+                                                              policy: str) -> None:
+    with pytest.raises(ConfigError, match="deadLetterTopic is only used with "
+                                          "errorHandlingPolicy DEAD_LETTER"):
+        _load(tmp_path, SINK + f"errorHandlingPolicy={policy}\ndeadLetterTopic=snk.dlq\n")
