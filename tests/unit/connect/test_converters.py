@@ -342,6 +342,22 @@ def test_avro_round_trip_with_an_inferred_schema() -> None:
     assert writer.encode_value("t", "c", None) is None and reader.decode_value("t", None) is None
 
 
+@pytest.mark.parametrize("value", [
+    {"a": {"b": {"x": 1}}, "a_b": {"y": 2}},
+    {"x": [{"p": 1}], "x_item": {"q": "s"}},
+    {"x": [[{"p": 1}]], "x_item_item": {"q": 1.5}, "x_item": [{"r": True}]}])
+def test_avro_nested_records_whose_names_joined_by_underscore_collide(
+        value: dict[str, Any]) -> None:
+    """Nested records were named ``<parent>_<field>``: fields ``a_b`` and ``a.b`` gave
+    one name twice, an invalid schema, and a valid value was refused."""
+    registry = FakeRegistry()
+    data = _avro(registry).encode_value("t", "c", value)
+    assert _avro(registry).decode_value("t", data) == value
+    if "a" in value:  # sorted first: field "a", a record named by its path
+        nested = orjson.loads(registry.schemas[1])["fields"][0]["type"][1]
+        assert (nested["namespace"], nested["name"]) == ("gridstream.connect.c", "a")
+
+
 def test_avro_caches_registry_calls() -> None:
     registry = FakeRegistry()
     converter = _avro(registry)
