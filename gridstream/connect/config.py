@@ -90,10 +90,42 @@ def _lower(value: Any) -> Any:
     return value.strip().lower().replace("-", "_") if isinstance(value, str) else value
 
 
+def _split_patterns(text: str) -> list[str]:
+    """Comma-separated regular expressions, split only at commas outside groups,
+    character classes and ``{m,n}`` counts (``a{1,3},b`` is two patterns, not three)."""
+    parts: list[str] = []
+    current: list[str] = []
+    depth, in_class, i = 0, False, 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text):
+            current.append(text[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char in "({":
+            depth += 1
+        elif char in ")}":
+            depth = max(0, depth - 1)
+        elif char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+            i += 1
+            continue
+        current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
 def _regexes(value: Any) -> Any:
-    """A list of regular expressions (a comma-separated string is split)."""
+    """A list of regular expressions (a comma-separated string is split at the commas
+    between patterns)."""
     if isinstance(value, str):
-        value = [v.strip() for v in value.split(",") if v.strip()]
+        value = _split_patterns(value)
     if isinstance(value, list | tuple):
         for pattern in value:
             try:

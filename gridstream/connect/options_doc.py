@@ -78,7 +78,8 @@ MEANINGS: dict[str, str] = {
     "shall_process_removals": "Write removals as tombstones (no value); otherwise they "
                               "are left out.",
     "cache_whitelist": "Regular expressions (whole name); only caches matching one are "
-                       "read. Empty: every cache. A list or comma-separated text.",
+                       "read. Empty: every cache. A list or comma-separated text "
+                       "(a comma inside a pattern's `{m,n}`, group or class stays in it).",
     "cache_blacklist": "Regular expressions (whole name); caches matching one are left "
                        "out (applied after the whitelist).",
     "cache_list_poll_interval_ms": "How often the grid's cache list is read: caches "

@@ -260,3 +260,16 @@ def test_a_dead_letter_topic_a_policy_would_ignore_is_refused(tmp_path: Path,
     with pytest.raises(ConfigError, match="deadLetterTopic is only used with "
                                           "errorHandlingPolicy DEAD_LETTER"):
         _load(tmp_path, SINK + f"errorHandlingPolicy={policy}\ndeadLetterTopic=snk.dlq\n")
+
+
+def test_cache_lists_split_only_between_patterns(tmp_path: Path) -> None:
+    """A .properties list is comma-separated, but a comma inside a pattern (``{1,3}``,
+    ``[,;]``, ``(a|b,c)``) is part of it: splitting there read other caches silently."""
+    config = _load(tmp_path, SOURCE + r"cacheWhitelist=orders_\\d{2,4}, a[,;]b,(x|y,z)" "\n"
+                                      r"cacheBlacklist=tmp\\,.*,old" "\n")
+    connector = config.connector[0]
+    assert connector.cache_whitelist == (r"orders_\d{2,4}", "a[,;]b", "(x|y,z)")
+    assert connector.cache_blacklist == (r"tmp\,.*", "old")
+    assert SourceConnectorConfig.model_validate({
+        "name": "s", "checkpoint": "/c", "grid": {"kind": "hazelcast"},
+        "cacheWhitelist": "a{1,2},b"}).cache_whitelist == ("a{1,2}", "b")
