@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 import time
 from typing import Any
@@ -283,3 +284,16 @@ def test_a_key_field_beyond_64_bits_is_a_codec_error() -> None:
     chain = build_chain([TransformConfig(type="value_to_key", fields=["region", "id"])])
     with pytest.raises(CodecError, match=r"transforms\[0\] \(value_to_key\)"):
         chain(Record("t", "c", "k", {"region": "eu", "id": 2**70}))
+
+
+@pytest.mark.parametrize(("static", "problem"), [
+    (float("nan"), "has no JSON form"), ({"x": [float("inf")]}, "has no JSON form"),
+    (2**64, "beyond 64 bits"), (datetime.date(2024, 1, 2), "not a JSON value"),
+    (datetime.datetime(2024, 1, 2, 3, 4, tzinfo=datetime.UTC), "not a JSON value"),
+    ({1: "a"}, "keys must be text")])
+def test_insert_refuses_a_value_no_converter_writes_unchanged(static: Any,
+                                                               problem: str) -> None:
+    """TOML's nan and dates passed orjson's check: every record then failed in the
+    converter (NaN), or the value changed on its way (a date written as text)."""
+    with pytest.raises(ConfigError, match=rf"'value': must be a JSON value: .*{problem}"):
+        build_chain([TransformConfig(type="insert", field="f", value=static)])
