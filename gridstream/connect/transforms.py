@@ -194,10 +194,16 @@ def _masked(name: str, field: Any, replacement: str | int | float | None) -> Any
         if replacement is None:
             return kind(0)
         try:
-            return kind(replacement)
+            masked = kind(replacement)
         except (TypeError, ValueError) as exc:
             raise CodecError(f"mask: field {name!r} is a number; the replacement is not a "
                              f"{kind.__name__}") from exc
+        # int(2.5) would be 2 and float("nan") NaN: the replacement must be that number
+        if (kind is int and isinstance(replacement, float) and masked != replacement) or (
+                kind is float and not math.isfinite(masked)):
+            raise CodecError(f"mask: field {name!r} is a number; the replacement is not a "
+                             f"finite {kind.__name__}")
+        return masked
     raise CodecError(f"mask: field {name!r} holds {type(field).__name__}; only strings, "
                      "numbers and booleans can be masked")
 

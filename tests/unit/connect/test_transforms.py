@@ -89,8 +89,11 @@ def test_mask_like_kafka_connect() -> None:
     ({"a": [1, 2]}, None, "holds list"),
     ({"a": 3}, "****", "not a int"),
     ({"a": True}, "no", "boolean"),
+    ({"a": 3}, 2.5, "not a finite int"),  # int(2.5) silently masked with 2
+    ({"a": 3.5}, "nan", "not a finite float"),
+    ({"a": 3.5}, "-inf", "not a finite float"),
 ])
-def test_mask_errors_are_record_errors(value: dict[str, Any], replacement: str | None,
+def test_mask_errors_are_record_errors(value: dict[str, Any], replacement: str | float | None,
                                        needle: str) -> None:
     step: dict[str, Any] = {"type": "mask", "fields": ["a"]}
     if replacement is not None:
