@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
+from pydantic import SecretStr
 
 from gridstream.connect._avro import AvroConverter, redacted_url
 from gridstream.connect._json_schema import JsonSchemaConverter, infer_schema
@@ -263,7 +264,7 @@ def test_json_schema_decodes_what_kafka_connect_writes() -> None:
      r"unknown type \['string'\]"),
     (_envelope([{"type": {"t": 1}, "optional": True, "field": "a"}], {"a": "x"}),
      "unknown type"),
-    (_envelope(["string"], {}), "without a 'field' name"),
+    (_envelope(["string"], {}), "without a 'field' name"),  # type: ignore[list-item]
     (_envelope([{"type": "string", "optional": True, "field": "a"}], {"a": "x", "b": 1}),
      r"\['b'\] are not in the schema"),
     (_envelope([], []), "expected struct"),
@@ -374,7 +375,7 @@ def test_avro_caches_registry_calls() -> None:
         reader.decode_value("t", data)
     assert registry.calls[-1] == ("schema", 1) and len(registry.calls) == 4
     converter.close()
-    assert registry.calls[-1] == ("close", None)
+    assert registry.calls[-1:] == [("close", None)]
 
 
 def test_avro_a_refused_schema_is_asked_once() -> None:
@@ -506,9 +507,9 @@ def test_avro_decode_errors() -> None:
 
 
 def test_avro_registry_url_and_credentials_never_print() -> None:
-    config = ConverterConfig(value="avro",
-                             schema_registry_url="https://user:s3cret@reg.example:8081/api",
-                             **{"basic.auth.user.info": "u:t0ps3cret"})
+    config = ConverterConfig.model_validate({
+        "value": "avro", "schema_registry_url": "https://user:s3cret@reg.example:8081/api",
+        "basic.auth.user.info": "u:t0ps3cret"})
     assert "s3cret" not in repr(config) and "t0ps3cret" not in repr(config)
     converter = build_converter(config)
     assert "s3cret" not in repr(converter)
@@ -519,7 +520,7 @@ def test_avro_registry_url_and_credentials_never_print() -> None:
 def test_credentials_in_both_the_url_and_user_info_are_a_config_error() -> None:
     converter = build_converter(ConverterConfig(
         value="avro", schema_registry_url="http://user:s3cret@127.0.0.1:9/api",
-        schema_registry_user_info="u:t0ps3cret"))
+        schema_registry_user_info=SecretStr("u:t0ps3cret")))
     with pytest.raises(ConfigError, match="not usable") as refused:
         converter.encode_value("t", "c", {"a": 1})  # the client is built on first use
     assert "s3cret" not in str(refused.value) and refused.value.__cause__ is None

@@ -284,7 +284,8 @@ def test_a_key_field_beyond_64_bits_is_a_codec_error() -> None:
     """orjson refuses such an integer with a TypeError; callers only handle CodecError."""
     with pytest.raises(CodecError, match="cannot be written as JSON"):
         key_from_fields({"region": "eu", "id": 2**70}, ["region", "id"])
-    chain = build_chain([TransformConfig(type="value_to_key", fields=["region", "id"])])
+    step = {"type": "value_to_key", "fields": ["region", "id"]}
+    chain = build_chain([TransformConfig.model_validate(step)])
     with pytest.raises(CodecError, match=r"transforms\[0\] \(value_to_key\)"):
         chain(Record("t", "c", "k", {"region": "eu", "id": 2**70}))
 
@@ -299,4 +300,5 @@ def test_insert_refuses_a_value_no_converter_writes_unchanged(static: Any,
     """TOML's nan and dates passed orjson's check: every record then failed in the
     converter (NaN), or the value changed on its way (a date written as text)."""
     with pytest.raises(ConfigError, match=rf"'value': must be a JSON value: .*{problem}"):
-        build_chain([TransformConfig(type="insert", field="f", value=static)])
+        step = {"type": "insert", "field": "f", "value": static}
+        build_chain([TransformConfig.model_validate(step)])
