@@ -16,7 +16,7 @@ error policy).
 - a float JSON cannot hold (NaN, infinities) is a ``CodecError`` in both JSON formats
   (never written as ``null``).
 - JSON is read with every integer exact (orjson alone reads one beyond 64 bits as a
-  rounded float); a key JSON cannot hold (an integer beyond 64 bits) is a ``CodecError``.
+  rounded float); a key integer beyond 64 bits is a ``CodecError`` both ways.
 """
 
 from __future__ import annotations
@@ -84,6 +84,8 @@ def decode_key(data: bytes | None, kind: str = "json") -> Key | None:
         raise CodecError(f"key is not JSON: {exc}") from exc
     if isinstance(key, bool) or not isinstance(key, str | int):
         raise CodecError(f"key must be a JSON string or integer, not {type(key).__name__}")
+    if isinstance(key, int) and not -(2**63) <= key < 2**64:
+        raise CodecError("key is an integer beyond 64 bits (no grid holds it)")
     return key
 
 

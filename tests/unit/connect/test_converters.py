@@ -83,7 +83,8 @@ def test_json_reads_integers_beyond_64_bits_exactly() -> None:
     with pytest.raises(CodecError, match="out of int64's range"):
         _json_schema().decode_value("t", b'{"schema": ' + schema + b', "payload": {"n": '
                                     + str(BIG).encode() + b"}}")
-    assert build_converter(ConverterConfig()).decode_key(str(BIG).encode()) == BIG
+    with pytest.raises(CodecError, match="key is an integer beyond 64 bits"):
+        build_converter(ConverterConfig()).decode_key(str(BIG).encode())
     with pytest.raises(CodecError, match="not JSON"):
         build_converter(ConverterConfig()).decode_value("t", b'{"a": ' + b"9" * 5000 + b"}")
 
