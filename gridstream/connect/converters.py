@@ -15,8 +15,8 @@ error policy).
 - a removal (``None``) is a tombstone (no value bytes) in every format.
 - a float JSON cannot hold (NaN, infinities) is a ``CodecError`` in both JSON formats
   (never written as ``null``).
-- JSON is read with every integer exact (orjson alone reads one beyond 64 bits as a
-  rounded float); a key integer beyond 64 bits is a ``CodecError`` both ways.
+- an integer beyond 64 bits is a ``CodecError`` both ways, in keys and values (orjson
+  alone read one as a rounded float).
 """
 
 from __future__ import annotations
@@ -44,18 +44,34 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _check_integers(value: Any, path: str) -> None:
+    """``CodecError`` for an integer beyond 64 bits anywhere in ``value``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not -(2**63) <= value < 2**64:
+            raise CodecError(f"{f'field {path!r}' if path else 'the value'}: {value} is an "
+                             "integer beyond 64 bits")
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            _check_integers(item, f"{path}.{name}" if path else str(name))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_integers(item, f"{path}[{index}]")
+
+
 def loads(data: bytes) -> Any:
-    """``data`` parsed as JSON, integers exact: orjson reads an integer beyond its 64-bit
-    range as a float (a silently changed value), so text with a run of 19 digits is read
-    again with the standard library, which keeps every integer. ``orjson.JSONDecodeError``
-    for what is not JSON."""
+    """``data`` parsed as JSON. orjson reads an integer beyond its 64-bit range as a
+    rounded float (a silently changed value): text with a run of 19 digits is read again
+    exactly, and such an integer is a ``CodecError`` naming its field (integers beyond
+    64 bits are refused when written too; no grid holds them).
+    ``orjson.JSONDecodeError`` for what is not JSON."""
     value = orjson.loads(data)
     if _LONG_DIGITS.search(data) is not None:
         # orjson has validated the text (UTF-8, no NaN): only the numbers can differ
         try:
-            value = json.loads(data, parse_constant=_no_constant)
+            exact = json.loads(data, parse_constant=_no_constant)
         except ValueError as exc:  # an integer of more digits than Python converts
             raise orjson.JSONDecodeError(str(exc), data.decode(errors="replace"), 0) from exc
+        _check_integers(exact, "")
     return value
 
 
@@ -82,10 +98,10 @@ def decode_key(data: bytes | None, kind: str = "json") -> Key | None:
         key = loads(data)
     except orjson.JSONDecodeError as exc:
         raise CodecError(f"key is not JSON: {exc}") from exc
+    except CodecError as exc:
+        raise CodecError(f"key: {exc}") from exc
     if isinstance(key, bool) or not isinstance(key, str | int):
         raise CodecError(f"key must be a JSON string or integer, not {type(key).__name__}")
-    if isinstance(key, int) and not -(2**63) <= key < 2**64:
-        raise CodecError("key is an integer beyond 64 bits (no grid holds it)")
     return key
 
 
