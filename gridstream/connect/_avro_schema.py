@@ -19,7 +19,8 @@ Inference (a cache without a declared schema):
   types, field names that are not Avro names, and values with no Avro type (dates,
   decimals, sets, ...) are ``CodecError``s — declare a schema for them.
 
-A value always decodes to the dict it was encoded from (no field is added or dropped).
+A value always decodes to the dict it was encoded from (no field is added or dropped;
+``bytes`` come back as base64 text, the grid's wire form).
 """
 
 from __future__ import annotations

@@ -344,8 +344,55 @@ def test_avro_round_trip_with_an_inferred_schema() -> None:
     assert registry.subjects == {"orders-topic-value": [schema_id]}
     reader = _avro(FakeRegistry())
     reader.registry = registry
-    assert reader.decode_value("orders-topic", data) == AVRO_VALUE
+    # read back in the grid's wire form: bytes as base64 text (as the Space stores them)
+    assert reader.decode_value("orders-topic", data) == {**AVRO_VALUE, "blob": "AP8="}
     assert writer.encode_value("t", "c", None) is None and reader.decode_value("t", None) is None
+
+
+def _framed(schema: dict[str, Any], value: dict[str, Any]) -> tuple[FakeRegistry, bytes]:
+    import io
+
+    import fastavro
+
+    registry = FakeRegistry()
+    schema_id = registry.register("t-value", orjson.dumps(schema).decode())
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
+    return registry, struct.pack(">bI", 0, schema_id) + out.getvalue()
+
+
+def test_avro_decodes_to_the_grids_wire_form() -> None:
+    """A producer's bytes, fixed, decimal, timestamp, date and uuid fields decoded to
+    Python objects no grid value holds: Hazelcast's JSON encoding raised TypeError (bytes,
+    Decimal) outside the error policy, and NaN became null silently."""
+    import datetime as dt
+    import uuid
+    from decimal import Decimal
+
+    schema = {"type": "record", "name": "Row", "fields": [
+        {"name": "b", "type": "bytes"},
+        {"name": "f", "type": {"type": "fixed", "name": "F2", "size": 2}},
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 6,
+                               "scale": 2}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "x", "type": "double"},
+        {"name": "l", "type": {"type": "array", "items": "bytes"}}]}
+    when = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    ident = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    registry, data = _framed(schema, {
+        "b": b"\x00\xff", "f": b"ab", "d": Decimal("12.34"), "ts": when,
+        "day": dt.date(2024, 1, 2), "u": ident, "x": 1.5, "l": [b"\x01"]})
+    value = _avro(registry).decode_value("t", data)
+    assert value == {"b": "AP8=", "f": "YWI=", "d": "12.34", "ts": when.isoformat(),
+                     "day": "2024-01-02", "u": str(ident), "x": 1.5, "l": ["AQ=="]}
+    orjson.dumps(value)  # what a grid does with it
+    registry, data = _framed({"type": "record", "name": "N", "fields": [
+        {"name": "x", "type": {"type": "array", "items": "double"}}]},
+        {"x": [1.0, float("nan")]})
+    with pytest.raises(CodecError, match=r"field 'x\[1\]': nan has no JSON form"):
+        _avro(registry).decode_value("t", data)
 
 
 @pytest.mark.parametrize("value", [
