@@ -196,6 +196,7 @@ def _check(schema: Any, value: Any, path: str) -> Any:
     elif kind in ("float", "double"):
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise _type_error(path, kind, value)
+        value = float(value)  # 1 for a double is 1.0, as Kafka Connect reads it
     elif kind == "boolean":
         if not isinstance(value, bool):
             raise _type_error(path, kind, value)

@@ -133,6 +133,19 @@ def test_json_schema_envelope_round_trip() -> None:
     assert converter.decode_value("t", None) is None
 
 
+def test_json_schema_reads_an_integer_of_a_double_field_as_a_float() -> None:
+    """Kafka Connect reads ``1`` in a ``double`` (or ``float``) field as 1.0; the grid got
+    the int 1, a value of another type than its schema's."""
+    schema = (b'{"type": "struct", "fields": [{"field": "d", "type": "double"}, '
+              b'{"field": "f", "type": "float", "optional": true}, '
+              b'{"field": "l", "type": "array", "items": {"type": "double"}}]}')
+    value = _json_schema().decode_value(
+        "t", b'{"schema": ' + schema + b', "payload": {"d": 1, "f": -3, "l": [2, 2.5]}}')
+    assert value == {"d": 1.0, "f": -3.0, "l": [2.0, 2.5]}
+    assert value is not None and all(type(v) is float for v in (value["d"], value["f"],
+                                                                 *value["l"]))
+
+
 def test_json_schema_inference() -> None:
     schema = infer_schema("people", VALUE)
     assert {k: schema[k] for k in ("type", "optional", "name")} == {
