@@ -334,8 +334,8 @@ class AvroConverter(Converter):
         memory = self._memory.setdefault(cache, {})
         subject = self.subject(topic, {"name": record_name(cache), "namespace": NAMESPACE})
         if subject not in self._seeded:
+            latest = self.registry.latest(subject)  # a ConnectorError: asked again later
             self._seeded.add(subject)
-            latest = self.registry.latest(subject)
             if latest is not None:
                 # a subject written by others may not parse: then nothing is learnt
                 with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):

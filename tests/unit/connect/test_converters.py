@@ -18,7 +18,7 @@ from gridstream.connect._avro import AvroConverter, redacted_url
 from gridstream.connect._json_schema import JsonSchemaConverter, infer_schema
 from gridstream.connect.config import ConverterConfig
 from gridstream.connect.converters import Converter, JsonConverter, build_converter
-from gridstream.errors import CodecError, ConfigError
+from gridstream.errors import CodecError, ConfigError, ConnectorError
 
 VALUE: dict[str, Any] = {
     "name": "Ada", "age": 36, "score": 1.5, "active": True, "nickname": None,
@@ -465,6 +465,36 @@ def test_avro_null_fields_take_the_type_seen_before() -> None:
     assert data is not None
     assert data[1:5] == struct.pack(">I", 1)  # the very same schema: nothing new registered
     assert later.decode_value("t", data) == {"a": None, "b": None}
+
+
+class FlakyRegistry(FakeRegistry):
+    """Its first latest-version read fails as an unreachable registry does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+
+    def latest(self, subject: str) -> str | None:
+        if self.down:
+            self.down = False
+            raise ConnectorError("schema registry http://r:1: reading subject failed")
+        return super().latest(subject)
+
+
+def test_avro_a_failed_latest_read_is_asked_again() -> None:
+    """The subject was marked as read before the read: after the registry came back the
+    converter never learnt the subject's types, inferred "null" for a None field where the
+    subject has ["null", "long"], and the registry refused the narrowed schema, blaming
+    the record."""
+    registry = FlakyRegistry()
+    registry.down = False
+    _avro(registry).encode_value("t", "c", {"a": 5})
+    registry.down = True
+    later = _avro(registry)
+    with pytest.raises(ConnectorError):
+        later.encode_value("t", "c", {"a": None})
+    data = later.encode_value("t", "c", {"a": None})
+    assert data is not None and data[1:5] == struct.pack(">I", 1)  # the subject's schema
 
 
 @pytest.mark.parametrize(("strategy", "subject"), [
