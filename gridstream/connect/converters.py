@@ -36,8 +36,11 @@ from gridstream.grid.contract import Key, Value
 __all__ = ["Converter", "JsonConverter", "build_converter", "decode_key", "encode_key",
            "loads"]
 
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
-"""19 digits in a row: maybe an integer orjson reads as a float (beyond -2**63 ... 2**64-1)."""
+_DIGITS_19 = re.compile(rb"[0-9]{19}")
+"""A quick first test (one pattern, no alternation: ~0.5 µs a value)."""
+_LONG_DIGITS = re.compile(rb"[0-9]{20}|-[0-9]{19}")
+"""Maybe an integer orjson reads as a float (beyond -2**63 ... 2**64-1): 20 digits in a
+row, or 19 after a minus (19-digit nanosecond timestamps are read by orjson exactly)."""
 
 
 def _no_constant(name: str) -> Any:
@@ -60,12 +63,12 @@ def _check_integers(value: Any, path: str) -> None:
 
 def loads(data: bytes) -> Any:
     """``data`` parsed as JSON. orjson reads an integer beyond its 64-bit range as a
-    rounded float (a silently changed value): text with a run of 19 digits is read again
-    exactly, and such an integer is a ``CodecError`` naming its field (integers beyond
+    rounded float (a silently changed value): text with such a run of digits is read
+    again exactly, and such an integer is a ``CodecError`` naming its field (integers beyond
     64 bits are refused when written too; no grid holds them).
     ``orjson.JSONDecodeError`` for what is not JSON."""
     value = orjson.loads(data)
-    if _LONG_DIGITS.search(data) is not None:
+    if _DIGITS_19.search(data) is not None and _LONG_DIGITS.search(data) is not None:
         # orjson has validated the text (UTF-8, no NaN): only the numbers can differ
         try:
             exact = json.loads(data, parse_constant=_no_constant)
