@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -36,11 +35,12 @@ from gridstream.grid.contract import Key, Value
 __all__ = ["Converter", "JsonConverter", "build_converter", "decode_key", "encode_key",
            "loads"]
 
-_DIGITS_19 = re.compile(rb"[0-9]{19}")
-"""A quick first test (one pattern, no alternation: ~0.5 µs a value)."""
-_LONG_DIGITS = re.compile(rb"[0-9]{20}|-[0-9]{19}")
+_DIGIT_TABLE = bytes(48 if 48 <= b <= 57 else 45 if b == 45 else 32 for b in range(256))
+"""Every digit → ``0``, ``-`` stays, anything else → a space (``bytes.translate``)."""
+_LONG, _LONG_NEGATIVE = b"0" * 20, b"-" + b"0" * 19
 """Maybe an integer orjson reads as a float (beyond -2**63 ... 2**64-1): 20 digits in a
-row, or 19 after a minus (19-digit nanosecond timestamps are read by orjson exactly)."""
+row, or 19 after a minus (19-digit nanosecond timestamps are read by orjson exactly).
+Found with C-speed byte operations (a regular expression cost 1-2 µs a value)."""
 
 
 def _no_constant(name: str) -> Any:
@@ -68,7 +68,8 @@ def loads(data: bytes) -> Any:
     64 bits are refused when written too; no grid holds them).
     ``orjson.JSONDecodeError`` for what is not JSON."""
     value = orjson.loads(data)
-    if _DIGITS_19.search(data) is not None and _LONG_DIGITS.search(data) is not None:
+    shape = data.translate(_DIGIT_TABLE)
+    if _LONG in shape or _LONG_NEGATIVE in shape:
         # orjson has validated the text (UTF-8, no NaN): only the numbers can differ
         try:
             exact = json.loads(data, parse_constant=_no_constant)
