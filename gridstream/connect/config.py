@@ -255,6 +255,15 @@ class ConverterConfig(BaseModel):
     def _registry(self) -> ConverterConfig:
         if self.value == "avro" and not self.schema_registry_url:
             raise ValueError("value.converter 'avro' needs schema.registry.url")
+        if self.value != "avro":
+            ignored = [name for name, given in (
+                ("schema.registry.url", self.schema_registry_url is not None),
+                ("basic.auth.user.info", self.schema_registry_user_info is not None),
+                ("value.subject.name.strategy", "subject_name_strategy" in self.model_fields_set),
+                ("avro.schemas", bool(self.avro_schemas))) if given]
+            if ignored:
+                raise ValueError(f"{', '.join(ignored)}: only used with value.converter "
+                                 f"'avro' (not {self.value!r})")
         return self
 
 
@@ -465,6 +474,9 @@ class SinkConnectorConfig(_Common):
             raise ValueError("keyPolicy 'value' needs keyFields")
         if self.key_policy is not KeyPolicy.VALUE and self.key_fields:
             raise ValueError("keyFields is only used with keyPolicy 'value'")
+        if self.converter.avro_schemas:
+            raise ValueError("avro.schemas is only used by a source (a sink reads each "
+                             "record with its writer's schema from the registry)")
         topic = self.dead_letter_topic
         if topic and ((self.topics and topic in self.topics) or (
                 self.topics_regex and re.fullmatch(self.topics_regex, topic))):

@@ -142,13 +142,15 @@ MEANINGS: dict[str, str] = {
              "\"payload\"}` envelope) or `avro` (Confluent wire format, schemas in the "
              "registry). Kafka Connect's class names are accepted.",
     "key": "`json` (a JSON scalar: `\"k-1\"` or `12`) or `string` (UTF-8 text).",
-    "schema_registry_url": "The schema registry (required with `avro`).",
+    "schema_registry_url": "The schema registry (required with `avro`; refused with "
+                           "another converter, as are the other Avro options).",
     "schema_registry_user_info": "`user:password` for the registry's basic "
                                  "authentication; never printed.",
     "subject_name_strategy": "Avro subjects: `topic` (`<topic>-value`), `record` or "
                              "`topic_record`.",
     "avro_schemas": "Source side, Avro: cache name → `.avsc` file; a cache without one "
-                    "gets a schema inferred from its entries.",
+                    "gets a schema inferred from its entries. Refused on a sink (it reads "
+                    "with the writer's schema).",
 }
 """What each option means, by its snake_case name (one text for both kinds)."""
 

@@ -273,3 +273,23 @@ def test_cache_lists_split_only_between_patterns(tmp_path: Path) -> None:
     assert SourceConnectorConfig.model_validate({
         "name": "s", "checkpoint": "/c", "grid": {"kind": "hazelcast"},
         "cacheWhitelist": "a{1,2},b"}).cache_whitelist == ("a{1,2}", "b")
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ("value.converter=json\nschema.registry.url=http://r:1\n", "schema.registry.url"),
+    ("value.converter.schemas.enable=true\n"
+     "value.converter.value.subject.name.strategy=record\n", "value.subject.name.strategy"),
+    ("value.converter=json\nvalue.converter.avro.schemas.people=p.avsc\n", "avro.schemas"),
+])
+def test_avro_options_with_another_converter_are_refused(tmp_path: Path, options: str,
+                                                         named: str) -> None:
+    """They were accepted and ignored: the operator believed values were Avro."""
+    with pytest.raises(ConfigError, match=f"{named}: only used with value.converter 'avro'"):
+        _load(tmp_path, SOURCE + options)
+
+
+def test_avro_schemas_on_a_sink_are_refused(tmp_path: Path) -> None:
+    """A sink reads with the writer's schema: a declared one was silently ignored."""
+    with pytest.raises(ConfigError, match="avro.schemas is only used by a source"):
+        _load(tmp_path, SINK + "value.converter=avro\nschema.registry.url=http://r:1\n"
+                               "value.converter.avro.schemas.people=p.avsc\n")
