@@ -169,7 +169,8 @@ class HazelcastGridSettings(BaseModel):
     model_config = _STRICT
     kind: Literal["hazelcast"] = "hazelcast"
     cluster_name: str = "gridstream"
-    members: tuple[str, ...] = ("127.0.0.1:5701",)
+    members: tuple[str, ...] = Field(default=("127.0.0.1:5701",), min_length=1)
+    """Empty is an error: the client would fall back to its own default address."""
     connect_timeout_s: float = Field(default=30.0, gt=0)
     invocation_timeout_s: float = Field(default=60.0, gt=0)
     source: str = "default"

@@ -293,3 +293,11 @@ def test_avro_schemas_on_a_sink_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="avro.schemas is only used by a source"):
         _load(tmp_path, SINK + "value.converter=avro\nschema.registry.url=http://r:1\n"
                                "value.converter.avro.schemas.people=p.avsc\n")
+
+
+@pytest.mark.parametrize("members", ["", " , "])
+def test_empty_hazelcast_members_are_refused(tmp_path: Path, members: str) -> None:
+    """An empty list was accepted: the client then tries its own default address."""
+    text = SINK.replace("grid.members=127.0.0.1:5701, 127.0.0.1:5702", f"grid.members={members}")
+    with pytest.raises(ConfigError, match="option 'grid.members'"):
+        _load(tmp_path, text)
