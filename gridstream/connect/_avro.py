@@ -71,27 +71,61 @@ _NOT_WIRE = re.compile(rb'"(bytes|fixed|float|double|logicalType)"')
 """What in a parsed schema may decode to a value that is not JSON."""
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+class _NotFinite(Exception):
+    """A NaN or infinite float met by ``_wire_in_place`` (its path is found afterwards)."""
+
+
+def _wire_in_place(value: Any) -> Any:
+    """``value`` (fastavro's fresh containers, changed in place) in wire form; fast: no
+    path is built unless something is wrong."""
+    kind = type(value)
+    if kind is dict:
+        for name, item in value.items():  # values replaced, keys unchanged: allowed
+            if type(item) not in _PLAIN:
+                value[name] = _wire_in_place(item)
+        return value
+    if kind is list:
+        for index, item in enumerate(value):
+            if type(item) not in _PLAIN:
+                value[index] = _wire_in_place(item)
+        return value
+    if kind is float:
+        if value - value != 0.0:  # NaN and infinities (inf - inf is NaN)
+            raise _NotFinite
+        return value
+    return wire_default(value)
+
+
 def _to_wire(value: Any, path: str) -> Any:
     """A decoded value in the grid's wire form (``gridstream.protocol``'s, as the Space
     stores values): bytes and fixed as base64 text, decimals and UUIDs as text, dates and
     times as ISO-8601 text. A NaN or infinite double is a ``CodecError``: JSON has none
     (a grid would store null)."""
-    kind = type(value)
-    if kind is dict:
-        return {k: _to_wire(v, f"{path}.{k}" if path else k) for k, v in value.items()}
-    if kind is list:
-        return [_to_wire(v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if kind is float:
-        if not math.isfinite(value):
-            raise CodecError(f"{f'field {path!r}' if path else 'the value'}: {value} has no "
-                             "JSON form (no grid holds it)")
-        return value
-    if value is None or kind in (str, int, bool):
-        return value
     try:
-        return wire_default(value)
+        return _wire_in_place(value)
+    except _NotFinite:
+        raise CodecError(f"{_not_finite(value, path)} has no JSON form (no grid holds it)"
+                         ) from None
     except TypeError as exc:
-        raise CodecError(f"field {path!r}: {exc}") from exc
+        raise CodecError(f"a decoded value has no wire form: {exc}") from exc
+
+
+def _not_finite(value: Any, path: str) -> str:
+    """Where the first NaN or infinity in ``value`` is, and what it is."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{f'field {path!r}' if path else 'the value'}: {value}"
+    items = value.items() if isinstance(value, dict) else enumerate(value) \
+        if isinstance(value, list) else ()
+    for name, item in items:
+        inner = f"{path}[{name}]" if isinstance(value, list) else \
+            f"{path}.{name}" if path else str(name)
+        found = _not_finite(item, inner)
+        if found:
+            return found
+    return ""
 
 
 def redacted_url(url: str) -> str:
