@@ -12,7 +12,9 @@ and read.
   undeclared field, a wrong type) and a schema the registry refuses (incompatible with
   the subject's compatibility rule, invalid) are ``CodecError``s: that record's fault.
 - Decoding (sink side): magic byte, writer schema by id (unknown id: ``CodecError``),
-  the body decoded with the writer schema into a dict; a writer schema that is not a
+  the body decoded with the writer schema into a dict in the grid's wire form (bytes
+  and fixed as base64 text, decimals and UUIDs as text, dates and times as ISO-8601
+  text; a NaN or infinite double is a ``CodecError``); a writer schema that is not a
   record, a body that does not match it, or trailing bytes are ``CodecError``s.
 - Every registry answer is cached for the converter's life: one registration per
   (subject, schema), one lookup per schema id, one latest-version read per subject.
@@ -26,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
+import re
 import struct
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -49,6 +53,7 @@ from gridstream.connect.config import ConverterConfig
 from gridstream.connect.converters import Converter
 from gridstream.errors import CodecError, ConfigError, ConnectorError
 from gridstream.grid.contract import Value
+from gridstream.protocol.values import wire_default
 
 __all__ = ["AvroConverter", "Registry", "SchemaRegistryClientRegistry", "redacted_url"]
 
@@ -60,6 +65,67 @@ _INVALID = 422
 _MAX_CACHED = 4096
 """Writer schemas (and registered ids) kept per converter: values of ever new shapes
 (dynamic keys) start the cache afresh instead of growing it without bound."""
+
+
+_NOT_WIRE = re.compile(rb'"(bytes|fixed|float|double|logicalType)"')
+"""What in a parsed schema may decode to a value that is not JSON."""
+
+
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+class _NotFinite(Exception):
+    """A NaN or infinite float met by ``_wire_in_place`` (its path is found afterwards)."""
+
+
+def _wire_in_place(value: Any) -> Any:
+    """``value`` (fastavro's fresh containers, changed in place) in wire form; fast: no
+    path is built unless something is wrong."""
+    kind = type(value)
+    if kind is dict:
+        for name, item in value.items():  # values replaced, keys unchanged: allowed
+            if type(item) not in _PLAIN:
+                value[name] = _wire_in_place(item)
+        return value
+    if kind is list:
+        for index, item in enumerate(value):
+            if type(item) not in _PLAIN:
+                value[index] = _wire_in_place(item)
+        return value
+    if kind is float:
+        if value - value != 0.0:  # NaN and infinities (inf - inf is NaN)
+            raise _NotFinite
+        return value
+    return wire_default(value)
+
+
+def _to_wire(value: Any, path: str) -> Any:
+    """A decoded value in the grid's wire form (``gridstream.protocol``'s, as the Space
+    stores values): bytes and fixed as base64 text, decimals and UUIDs as text, dates and
+    times as ISO-8601 text. A NaN or infinite double is a ``CodecError``: JSON has none
+    (a grid would store null)."""
+    try:
+        return _wire_in_place(value)
+    except _NotFinite:
+        raise CodecError(f"{_not_finite(value, path)} has no JSON form (no grid holds it)"
+                         ) from None
+    except TypeError as exc:
+        raise CodecError(f"a decoded value has no wire form: {exc}") from exc
+
+
+def _not_finite(value: Any, path: str) -> str:
+    """Where the first NaN or infinity in ``value`` is, and what it is."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{f'field {path!r}' if path else 'the value'}: {value}"
+    items = value.items() if isinstance(value, dict) else enumerate(value) \
+        if isinstance(value, list) else ()
+    for name, item in items:
+        inner = f"{path}[{name}]" if isinstance(value, list) else \
+            f"{path}.{name}" if path else str(name)
+        found = _not_finite(item, inner)
+        if found:
+            return found
+    return ""
 
 
 def redacted_url(url: str) -> str:
@@ -231,6 +297,9 @@ class AvroConverter(Converter):
         self._refused: dict[tuple[str, str], str] = {}
         self._writers: dict[tuple[str, str, Shape], _Writer] = {}
         self._readers: dict[int, Any] = {}
+        self._wire: dict[int, bool] = {}
+        """schema id → whether its values may hold what is not JSON (bytes, fixed,
+        logical types, floats that may be NaN): those are turned into wire form."""
         self._memory: dict[str, Memory] = {}
         self._seeded: set[str] = set()
 
@@ -299,8 +368,8 @@ class AvroConverter(Converter):
         memory = self._memory.setdefault(cache, {})
         subject = self.subject(topic, {"name": record_name(cache), "namespace": NAMESPACE})
         if subject not in self._seeded:
+            latest = self.registry.latest(subject)  # a ConnectorError: asked again later
             self._seeded.add(subject)
-            latest = self.registry.latest(subject)
             if latest is not None:
                 # a subject written by others may not parse: then nothing is learnt
                 with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
@@ -343,6 +412,8 @@ class AvroConverter(Converter):
                 raise CodecError(f"schema id {schema_id} is not a record: a grid value is one")
             parsed = self._parse(schema, f"schema id {schema_id}", CodecError)
             self._readers[schema_id] = parsed
+        if schema_id not in self._wire:
+            self._wire[schema_id] = _NOT_WIRE.search(orjson.dumps(parsed)) is not None
         return parsed
 
     def decode_value(self, topic: str, data: bytes | None) -> Value | None:
@@ -366,6 +437,9 @@ class AvroConverter(Converter):
                              f"record of schema id {schema_id}")
         if not isinstance(value, dict):  # pragma: no cover - the schema is a record
             raise CodecError(f"schema id {schema_id} did not decode to a record")
+        if self._wire.get(schema_id, True):
+            wire: Value = _to_wire(value, "")
+            return wire
         return value
 
     def close(self) -> None:

@@ -7,8 +7,9 @@ Inference (a cache without a declared schema):
   sorted order, each ``["null", T]`` with default ``null``;
 - ``str`` → ``string``, ``bool`` → ``boolean``, ``int`` → ``long`` (outside the long
   range: ``CodecError``), ``float`` → ``double``, ``bytes`` → ``bytes``, ``dict`` → a
-  nested record named ``<parent>_<field>``, ``list`` → ``array`` whose items are
-  ``["null", T]`` too;
+  nested record named after its field in the namespace of its parent's full name
+  (``gridstream.connect.people.address``; a record in an array: ``item`` in the array
+  field's), ``list`` → ``array`` whose items are ``["null", T]`` too;
 - a ``None`` field (an empty list's items, a list of nothing but ``None``) takes the
   type this cache's field had before (in earlier values, or in the subject's latest
   registered schema), else the type ``"null"``: widening ``"null"`` to
@@ -18,7 +19,8 @@ Inference (a cache without a declared schema):
   types, field names that are not Avro names, and values with no Avro type (dates,
   decimals, sets, ...) are ``CodecError``s — declare a schema for them.
 
-A value always decodes to the dict it was encoded from (no field is added or dropped).
+A value always decodes to the dict it was encoded from (no field is added or dropped;
+``bytes`` come back as base64 text, the grid's wire form).
 """
 
 from __future__ import annotations
@@ -139,26 +141,31 @@ def schema_of(cache: str, shape: Shape, memory: Memory) -> dict[str, Any]:
     """The record schema of a value's shape; ``memory`` fills ``None`` fields' types."""
     name = record_name(cache)
     return {"type": "record", "name": name, "namespace": NAMESPACE,
-            "fields": _fields(shape, name, (), memory)}
+            "fields": _fields(shape, f"{NAMESPACE}.{name}", (), memory)}
 
 
-def _fields(shape: Shape, name: str, path: tuple[str, ...], memory: Memory
+def _fields(shape: Shape, scope: str, path: tuple[str, ...], memory: Memory
             ) -> list[dict[str, Any]]:
-    return [{"name": field, "type": _nullable(inner, f"{name}_{field}", (*path, field), memory),
+    return [{"name": field, "type": _nullable(inner, scope, field, (*path, field), memory),
              "default": None} for field, inner in shape[1]]
 
 
-def _nullable(shape: Shape, name: str, path: tuple[str, ...], memory: Memory) -> Any:
+def _nullable(shape: Shape, scope: str, name: str, path: tuple[str, ...],
+              memory: Memory) -> Any:
+    """``["null", T]`` for a field ``name`` of the record whose full name is ``scope``: a
+    nested record is named ``name`` in the namespace ``scope`` (array items: ``item`` in
+    ``scope.name``), so every record's full name is its path, unique in the schema
+    (``<parent>_<field>`` names collided: fields ``a_b`` and ``a.b``)."""
     if shape == "null":
         known = memory.get(path)
         return "null" if known is None else ["null", known]
     if isinstance(shape, str):
         return ["null", shape]
     if shape[0] == "array":
-        items = _nullable(shape[1], f"{name}_item", (*path, "[]"), memory)
+        items = _nullable(shape[1], f"{scope}.{name}", "item", (*path, "[]"), memory)
         return ["null", {"type": "array", "items": items}]
-    return ["null", {"type": "record", "name": name, "fields": _fields(shape, name, path,
-                                                                      memory)}]
+    return ["null", {"type": "record", "name": name, "namespace": scope,
+                     "fields": _fields(shape, f"{scope}.{name}", path, memory)}]
 
 
 def remember(schema: Mapping[str, Any], memory: Memory, path: tuple[str, ...] = ()) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from gridstream.connect.converters import Converter
+from gridstream.connect.converters import Converter, loads
 from gridstream.errors import CodecError
 from gridstream.grid.contract import Value
 
@@ -196,6 +196,7 @@ def _check(schema: Any, value: Any, path: str) -> Any:
     elif kind in ("float", "double"):
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise _type_error(path, kind, value)
+        value = float(value)  # 1 for a double is 1.0, as Kafka Connect reads it
     elif kind == "boolean":
         if not isinstance(value, bool):
             raise _type_error(path, kind, value)
@@ -314,7 +315,7 @@ class JsonSchemaConverter(Converter):
         if data is None:
             return None
         try:
-            envelope = orjson.loads(data)
+            envelope = loads(data)
         except orjson.JSONDecodeError as exc:
             raise CodecError(f"value is not JSON: {exc}") from exc
         return check_payload(envelope)

@@ -90,10 +90,42 @@ def _lower(value: Any) -> Any:
     return value.strip().lower().replace("-", "_") if isinstance(value, str) else value
 
 
+def _split_patterns(text: str) -> list[str]:
+    """Comma-separated regular expressions, split only at commas outside groups,
+    character classes and ``{m,n}`` counts (``a{1,3},b`` is two patterns, not three)."""
+    parts: list[str] = []
+    current: list[str] = []
+    depth, in_class, i = 0, False, 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text):
+            current.append(text[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char in "({":
+            depth += 1
+        elif char in ")}":
+            depth = max(0, depth - 1)
+        elif char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+            i += 1
+            continue
+        current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
 def _regexes(value: Any) -> Any:
-    """A list of regular expressions (a comma-separated string is split)."""
+    """A list of regular expressions (a comma-separated string is split at the commas
+    between patterns)."""
     if isinstance(value, str):
-        value = [v.strip() for v in value.split(",") if v.strip()]
+        value = _split_patterns(value)
     if isinstance(value, list | tuple):
         for pattern in value:
             try:
@@ -137,7 +169,8 @@ class HazelcastGridSettings(BaseModel):
     model_config = _STRICT
     kind: Literal["hazelcast"] = "hazelcast"
     cluster_name: str = "gridstream"
-    members: tuple[str, ...] = ("127.0.0.1:5701",)
+    members: tuple[str, ...] = Field(default=("127.0.0.1:5701",), min_length=1)
+    """Empty is an error: the client would fall back to its own default address."""
     connect_timeout_s: float = Field(default=30.0, gt=0)
     invocation_timeout_s: float = Field(default=60.0, gt=0)
     source: str = "default"
@@ -223,7 +256,20 @@ class ConverterConfig(BaseModel):
     def _registry(self) -> ConverterConfig:
         if self.value == "avro" and not self.schema_registry_url:
             raise ValueError("value.converter 'avro' needs schema.registry.url")
+        if self.value != "avro":
+            ignored = [name for name, given in (
+                ("schema.registry.url", self.schema_registry_url is not None),
+                ("basic.auth.user.info", self.schema_registry_user_info is not None),
+                ("value.subject.name.strategy", "subject_name_strategy" in self.model_fields_set),
+                ("avro.schemas", bool(self.avro_schemas))) if given]
+            if ignored:
+                raise ValueError(f"{', '.join(ignored)}: only used with value.converter "
+                                 f"'avro' (not {self.value!r})")
         return self
+
+
+_POLICY_NAMES = ("error_handling_policy", "errorHandlingPolicy", "errors.tolerance")
+_DEAD_LETTER_NAMES = ("dead_letter_topic", "deadLetterTopic", "errors.deadletterqueue.topic.name")
 
 
 class _Common(BaseModel):
@@ -247,11 +293,9 @@ class _Common(BaseModel):
     value) -> bool``, imported only from a module of the run's ``allowed_modules``."""
     error_handling_policy: ErrorHandling = Field(
         default=ErrorHandling.STOP_TASK,
-        validation_alias=_alias("error_handling_policy", "errorHandlingPolicy",
-                                "errors.tolerance"))
+        validation_alias=_alias(*_POLICY_NAMES))
     dead_letter_topic: str | None = Field(
-        default=None, validation_alias=_alias("dead_letter_topic", "deadLetterTopic",
-                                              "errors.deadletterqueue.topic.name"))
+        default=None, validation_alias=_alias(*_DEAD_LETTER_NAMES))
 
     @field_validator("kafka")
     @classmethod
@@ -265,10 +309,28 @@ class _Common(BaseModel):
         # Kafka Connect's errors.tolerance: none = stop, all = skip (logged)
         return {"NONE": "STOP_TASK", "ALL": "LOG_ONLY", "DLQ": "DEAD_LETTER"}.get(value, value)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _tolerance_with_queue(cls, data: Any) -> Any:
+        """Kafka Connect: ``errors.tolerance=all`` with a dead-letter queue topic sends bad
+        records to that topic: ``DEAD_LETTER`` here (``LOG_ONLY`` would drop them)."""
+        if not isinstance(data, dict):
+            return data
+        policies = [k for k in _POLICY_NAMES if k in data]
+        queue = any(data.get(k) for k in _DEAD_LETTER_NAMES)
+        if (queue and len(policies) == 1 and isinstance(data[policies[0]], str)
+                and data[policies[0]].strip().lower() == "all"):
+            return {**data, policies[0]: "DEAD_LETTER"}
+        return data
+
     @model_validator(mode="after")
     def _dead_letter(self) -> _Common:
         if self.error_handling_policy is ErrorHandling.DEAD_LETTER and not self.dead_letter_topic:
             raise ValueError("errorHandlingPolicy DEAD_LETTER needs deadLetterTopic")
+        if self.dead_letter_topic and self.error_handling_policy is not ErrorHandling.DEAD_LETTER:
+            raise ValueError(f"deadLetterTopic is only used with errorHandlingPolicy "
+                             f"DEAD_LETTER (not {self.error_handling_policy.value}): bad "
+                             "records would not go to it")
         return self
 
 
@@ -413,6 +475,9 @@ class SinkConnectorConfig(_Common):
             raise ValueError("keyPolicy 'value' needs keyFields")
         if self.key_policy is not KeyPolicy.VALUE and self.key_fields:
             raise ValueError("keyFields is only used with keyPolicy 'value'")
+        if self.converter.avro_schemas:
+            raise ValueError("avro.schemas is only used by a source (a sink reads each "
+                             "record with its writer's schema from the registry)")
         topic = self.dead_letter_topic
         if topic and ((self.topics and topic in self.topics) or (
                 self.topics_regex and re.fullmatch(self.topics_regex, topic))):

@@ -38,11 +38,16 @@ def _split(path: str) -> tuple[str, str]:
     return module, name
 
 
+def _allowed(module: str, allowed: Sequence[str]) -> bool:
+    return any(a and (module == a or module.startswith(a + ".")) for a in allowed)
+
+
 def load_filter(path: str, allowed: Sequence[str]) -> EntryFilter:
     """The predicate at ``path``; ``ConfigError`` unless its module is allowed exactly
-    (or is a submodule of an allowed package) and it is callable."""
+    (or is a submodule of an allowed package), it is callable and it is defined in an
+    allowed module (not merely imported by one)."""
     module, name = _split(path)
-    if not any(module == a or module.startswith(a + ".") for a in allowed):
+    if not _allowed(module, allowed):
         raise ConfigError(f"cacheFilter {path!r}: module {module!r} is not in the allow-list "
                           f"(allowed_modules / {ALLOWED_ENV}); configuration never imports "
                           "code the operator has not allowed")
@@ -53,4 +58,12 @@ def load_filter(path: str, allowed: Sequence[str]) -> EntryFilter:
     fn = getattr(loaded, name, None)
     if not callable(fn):
         raise ConfigError(f"cacheFilter {path!r}: {module}.{name} is not a function")
+    # a name the allowed module imported from elsewhere (os.system, subprocess.run, ...)
+    # is not the operator's code: the function must be defined in an allowed module
+    home = getattr(fn, "__module__", None)
+    if not isinstance(home, str) or not _allowed(home, allowed):
+        raise ConfigError(f"cacheFilter {path!r}: {module}.{name} is defined in module "
+                          f"{home!r}, which is not in the allow-list ({ALLOWED_ENV} / "
+                          "allowed_modules); only functions defined in an allowed module "
+                          "are used")
     return fn  # type: ignore[no-any-return]

@@ -60,9 +60,11 @@ MEANINGS: dict[str, str] = {
                              "transformed, converted or applied: `STOP_TASK`, `LOG_ONLY` "
                              "or `DEAD_LETTER` (see [Error policies](#error-policies)). "
                              "Kafka Connect's `errors.tolerance` `none` / `all` mean "
-                             "`STOP_TASK` / `LOG_ONLY`.",
-    "dead_letter_topic": "The dead-letter topic; required with `DEAD_LETTER`. A sink "
-                         "refuses one it would read itself.",
+                             "`STOP_TASK` / `LOG_ONLY` (`all` with a dead-letter topic: "
+                             "`DEAD_LETTER`).",
+    "dead_letter_topic": "The dead-letter topic; required with `DEAD_LETTER`, refused "
+                         "with another policy (it would be ignored). A sink refuses one "
+                         "it would read itself.",
     # source
     "failover_policy": "What a (re)started source does about the changes made while it "
                        "was down: `NONE`, `FULL_SNAPSHOT` or `BACKLOG` (see "
@@ -76,7 +78,8 @@ MEANINGS: dict[str, str] = {
     "shall_process_removals": "Write removals as tombstones (no value); otherwise they "
                               "are left out.",
     "cache_whitelist": "Regular expressions (whole name); only caches matching one are "
-                       "read. Empty: every cache. A list or comma-separated text.",
+                       "read. Empty: every cache. A list or comma-separated text "
+                       "(a comma inside a pattern's `{m,n}`, group or class stays in it).",
     "cache_blacklist": "Regular expressions (whole name); caches matching one are left "
                        "out (applied after the whitelist).",
     "cache_list_poll_interval_ms": "How often the grid's cache list is read: caches "
@@ -139,13 +142,15 @@ MEANINGS: dict[str, str] = {
              "\"payload\"}` envelope) or `avro` (Confluent wire format, schemas in the "
              "registry). Kafka Connect's class names are accepted.",
     "key": "`json` (a JSON scalar: `\"k-1\"` or `12`) or `string` (UTF-8 text).",
-    "schema_registry_url": "The schema registry (required with `avro`).",
+    "schema_registry_url": "The schema registry (required with `avro`; refused with "
+                           "another converter, as are the other Avro options).",
     "schema_registry_user_info": "`user:password` for the registry's basic "
                                  "authentication; never printed.",
     "subject_name_strategy": "Avro subjects: `topic` (`<topic>-value`), `record` or "
                              "`topic_record`.",
     "avro_schemas": "Source side, Avro: cache name → `.avsc` file; a cache without one "
-                    "gets a schema inferred from its entries.",
+                    "gets a schema inferred from its entries. Refused on a sink (it reads "
+                    "with the writer's schema).",
 }
 """What each option means, by its snake_case name (one text for both kinds)."""
 

@@ -17,7 +17,8 @@ Types and their options (``fields`` lists may be given as ``"a, b"``; mappings a
   MaskField: a string becomes ``replacement`` (default ``""``), a number ``0`` (or
   ``replacement`` read as a number of the same kind), a boolean ``false``; null stays
   null. An object or array cannot be masked (error), nor a boolean with a replacement.
-- ``insert`` — ``field``, ``value``: sets a static value (overwrites the field).
+- ``insert`` — ``field``, ``value``: sets a static value (overwrites the field); the value
+  must be plain JSON (no NaN or infinities, integers within 64 bits, no TOML dates).
 - ``timestamp`` — ``field``: sets ``record.timestamp_ms`` when the record has one (the
   source sets it to its micro-batch's planned time, so a re-run batch is identical),
   else the current time; milliseconds since the epoch.
@@ -42,6 +43,7 @@ Removals (``value`` None) pass through every step that reads or writes the value
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -75,7 +77,10 @@ def key_from_fields(value: Value, fields: Sequence[str]) -> Key:
         parts.append(part)
     if len(parts) == 1:
         return parts[0]
-    return orjson.dumps(parts).decode()
+    try:
+        return orjson.dumps(parts).decode()
+    except TypeError as exc:  # orjson: an integer beyond 64 bits
+        raise CodecError(f"key fields {list(fields)} cannot be written as JSON: {exc}") from exc
 
 
 class StepConfigError(ConfigError):
@@ -189,10 +194,16 @@ def _masked(name: str, field: Any, replacement: str | int | float | None) -> Any
         if replacement is None:
             return kind(0)
         try:
-            return kind(replacement)
+            masked = kind(replacement)
         except (TypeError, ValueError) as exc:
             raise CodecError(f"mask: field {name!r} is a number; the replacement is not a "
                              f"{kind.__name__}") from exc
+        # int(2.5) would be 2 and float("nan") NaN: the replacement must be that number
+        if (kind is int and isinstance(replacement, float) and masked != replacement) or (
+                kind is float and not math.isfinite(masked)):
+            raise CodecError(f"mask: field {name!r} is a number; the replacement is not a "
+                             f"finite {kind.__name__}")
+        return masked
     raise CodecError(f"mask: field {name!r} holds {type(field).__name__}; only strings, "
                      "numbers and booleans can be masked")
 
@@ -212,13 +223,31 @@ def _mask(o: _Options) -> Step:
     return _values(step)
 
 
+def _json_problem(value: Any) -> str | None:
+    """Why ``value`` is not a plain JSON value every converter writes unchanged (None if
+    it is one). orjson alone would pass NaN (written as null) and TOML's dates (written
+    as text)."""
+    if value is None or isinstance(value, bool | str):
+        return None
+    if isinstance(value, int):
+        return None if -(2**63) <= value < 2**63 else f"{value} is beyond 64 bits"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{value} has no JSON form"
+    if isinstance(value, list):
+        return next((p for p in map(_json_problem, value) if p), None)
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            return "a table's keys must be text"
+        return next((p for p in map(_json_problem, value.values()) if p), None)
+    return f"a {type(value).__name__} is not a JSON value (write a date or time as text)"
+
+
 def _insert(o: _Options) -> Step:
     field = o.text("field")
     static = o.take("value")
-    try:
-        orjson.dumps(static)
-    except TypeError as exc:
-        raise o.error("value", "must be a JSON value") from exc
+    problem = _json_problem(static)
+    if problem is not None:
+        raise o.error("value", f"must be a JSON value: {problem}")
     return _values(lambda value: {**value, field: static})
 
 

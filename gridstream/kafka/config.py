@@ -9,8 +9,10 @@ A property is secret by a rule on its name (``is_secret``), not by a fixed list:
 dot/underscore/dash-separated word of the name containing ``password``, ``passwd``,
 ``secret``, ``token``, ``credential``, ``jaas`` or ``private``; inline key material
 (a ``key`` word together with ``pem``, ``der``, ``data`` or ``material``, e.g.
-``ssl.key.pem``; ``ssl.certificate.pem`` is public); and the SASL/OAUTHBEARER
-configuration strings (``sasl.oauthbearer.config``, ``sasl.oauthbearer.extensions``).
+``ssl.key.pem``; ``ssl.certificate.pem`` is public), the Java client's inline private
+key ``ssl.keystore.key`` (Spark's Kafka source and sink take Java names); HTTP basic-auth
+``user.info`` (``user:password``); and the SASL/OAUTHBEARER configuration strings
+(``sasl.oauthbearer.config``, ``sasl.oauthbearer.extensions``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ def is_secret(key: str) -> bool:
         return True
     if "key" in words and _KEY_MATERIAL.intersection(words):
         return True
+    if words[-1:] == ["key"] and "keystore" in words:  # Java's ssl.keystore.key (PEM)
+        return True
+    if any(a == "user" and b == "info" for a, b in zip(words, words[1:], strict=False)):
+        return True  # basic.auth.user.info: user:password
     return "sasl" in words and "oauthbearer" in words and bool(_SASL_CONFIG.intersection(words))
 
 

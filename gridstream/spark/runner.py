@@ -178,7 +178,9 @@ def _lag(progress: dict[str, Any] | None) -> int | None:
 
 
 def _offsets(raw: Any) -> dict[tuple[str, str], int]:
-    """``{"topic": {"0": 12}}`` (a dict or its JSON text) → ``{(topic, "0"): 12}``."""
+    """``{"topic": {"0": 12}}`` (a dict or its JSON text) → ``{(topic, "0"): 12}``. Only
+    Kafka-like members count (every value an integer): a source connector's offsets
+    (positions, snapshot progress) are not Kafka offsets."""
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
@@ -186,5 +188,6 @@ def _offsets(raw: Any) -> dict[tuple[str, str], int]:
             return {}
     if not isinstance(raw, dict):
         return {}
-    return {(t, p): int(o) for t, parts in raw.items() if isinstance(parts, dict)
+    return {(t, p): o for t, parts in raw.items() if isinstance(parts, dict)
+            and all(type(o) is int for o in parts.values())
             for p, o in parts.items()}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from os.path import exists  # noqa: F401 - a name this module imports (allow-list tests)
+
 from gridstream.grid.contract import Key, Value
 
 

@@ -127,6 +127,17 @@ def test_cache_filter_must_be_on_the_allow_list(tmp_path: Path,
         _load(tmp_path, text.replace(":active", ":nothing"))
 
 
+def test_cache_filter_from_an_allowed_module_must_be_defined_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function an allowed module merely imports (``os.path.exists`` here; it could be
+    ``subprocess.getoutput``) is code the operator did not allow."""
+    monkeypatch.setenv(ALLOWED_ENV, "tests.unit.connect.entry_filters")
+    text = SOURCE + f'cacheFilter = "{FILTER.replace(":active", ":exists")}"\n'
+    with pytest.raises(ConfigError, match="option 'cacheFilter'.*defined in module "
+                                          "'genericpath'.*not in the allow-list"):
+        _load(tmp_path, text)
+
+
 def test_connectors_take_the_runs_kafka_unless_they_name_their_own(tmp_path: Path) -> None:
     kafka = ('[kafka]\nbootstrap_servers = "k1:9092"\n'
              'properties = { "client.id" = "run", "security.protocol" = "SSL" }\n')

@@ -12,12 +12,13 @@ from typing import Any
 
 import orjson
 import pytest
+from pydantic import SecretStr
 
 from gridstream.connect._avro import AvroConverter, redacted_url
 from gridstream.connect._json_schema import JsonSchemaConverter, infer_schema
 from gridstream.connect.config import ConverterConfig
 from gridstream.connect.converters import Converter, JsonConverter, build_converter
-from gridstream.errors import CodecError, ConfigError
+from gridstream.errors import CodecError, ConfigError, ConnectorError
 
 VALUE: dict[str, Any] = {
     "name": "Ada", "age": 36, "score": 1.5, "active": True, "nickname": None,
@@ -64,6 +65,40 @@ def test_json_keeps_nulls_and_finite_floats() -> None:
     assert converter.decode_value("t", converter.encode_value("t", "c", value)) == value
 
 
+BIG = 123456789012345678901234567890
+"""Beyond orjson's integers (-2**63 ... 2**64-1): orjson reads it as a float."""
+
+
+@pytest.mark.parametrize(("data", "where"), [
+    (b'{"big": 123456789012345678901234567890}', "big"),
+    (b'{"a": {"low": -9223372036854775809}}', r"a\.low"),
+    (b'{"l": [1, 18446744073709551616]}', r"l\[1\]")])
+def test_json_refuses_integers_beyond_64_bits_when_read(data: bytes, where: str) -> None:
+    """orjson read them as rounded floats: a sink changed the value silently."""
+    with pytest.raises(CodecError, match=f"field '{where}': .* is an integer beyond 64 bits"):
+        build_converter(ConverterConfig()).decode_value("t", data)
+    with pytest.raises(CodecError, match=f"field 'payload.{where}': .* beyond 64 bits"):
+        _json_schema().decode_value("t", b'{"schema": null, "payload": ' + data + b"}")
+
+
+def test_json_reads_64_bit_integers_and_long_digit_text_unchanged() -> None:
+    data = (b'{"max": 18446744073709551615, "min": -9223372036854775808, '
+            b'"text": "1234567890123456789012", "f": 1.5}')
+    expected = {"max": 2**64 - 1, "min": -(2**63), "text": "1234567890123456789012",
+                "f": 1.5}
+    assert build_converter(ConverterConfig()).decode_value("t", data) == expected
+    with pytest.raises(CodecError, match="key: the value: .* beyond 64 bits"):
+        build_converter(ConverterConfig()).decode_key(str(BIG).encode())
+    with pytest.raises(CodecError, match="not JSON"):
+        build_converter(ConverterConfig()).decode_value("t", b'{"a": ' + b"9" * 5000 + b"}")
+
+
+def test_a_key_beyond_64_bits_is_a_codec_error() -> None:
+    """orjson refuses it with a TypeError: the caller only handles CodecError."""
+    with pytest.raises(CodecError, match="key cannot be written"):
+        build_converter(ConverterConfig()).encode_key(BIG)
+
+
 @pytest.mark.parametrize(("kind", "key", "data"), [
     ("json", "k-1", b'"k-1"'), ("json", 12, b"12"), ("string", "k-1", b"k-1")])
 def test_keys_round_trip(kind: str, key: Any, data: bytes) -> None:
@@ -96,6 +131,19 @@ def test_json_schema_envelope_round_trip() -> None:
     assert converter.decode_value("t", data) == VALUE
     assert converter.encode_value("t", "people", None) is None
     assert converter.decode_value("t", None) is None
+
+
+def test_json_schema_reads_an_integer_of_a_double_field_as_a_float() -> None:
+    """Kafka Connect reads ``1`` in a ``double`` (or ``float``) field as 1.0; the grid got
+    the int 1, a value of another type than its schema's."""
+    schema = (b'{"type": "struct", "fields": [{"field": "d", "type": "double"}, '
+              b'{"field": "f", "type": "float", "optional": true}, '
+              b'{"field": "l", "type": "array", "items": {"type": "double"}}]}')
+    value = _json_schema().decode_value(
+        "t", b'{"schema": ' + schema + b', "payload": {"d": 1, "f": -3, "l": [2, 2.5]}}')
+    assert value == {"d": 1.0, "f": -3.0, "l": [2.0, 2.5]}
+    assert value is not None and all(type(v) is float for v in (value["d"], value["f"],
+                                                                 *value["l"]))
 
 
 def test_json_schema_inference() -> None:
@@ -234,7 +282,7 @@ def test_json_schema_decodes_what_kafka_connect_writes() -> None:
      r"unknown type \['string'\]"),
     (_envelope([{"type": {"t": 1}, "optional": True, "field": "a"}], {"a": "x"}),
      "unknown type"),
-    (_envelope(["string"], {}), "without a 'field' name"),
+    (_envelope(["string"], {}), "without a 'field' name"),  # type: ignore[list-item]
     (_envelope([{"type": "string", "optional": True, "field": "a"}], {"a": "x", "b": 1}),
      r"\['b'\] are not in the schema"),
     (_envelope([], []), "expected struct"),
@@ -309,8 +357,71 @@ def test_avro_round_trip_with_an_inferred_schema() -> None:
     assert registry.subjects == {"orders-topic-value": [schema_id]}
     reader = _avro(FakeRegistry())
     reader.registry = registry
-    assert reader.decode_value("orders-topic", data) == AVRO_VALUE
+    # read back in the grid's wire form: bytes as base64 text (as the Space stores them)
+    assert reader.decode_value("orders-topic", data) == {**AVRO_VALUE, "blob": "AP8="}
     assert writer.encode_value("t", "c", None) is None and reader.decode_value("t", None) is None
+
+
+def _framed(schema: dict[str, Any], value: dict[str, Any]) -> tuple[FakeRegistry, bytes]:
+    import io
+
+    import fastavro
+
+    registry = FakeRegistry()
+    schema_id = registry.register("t-value", orjson.dumps(schema).decode())
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
+    return registry, struct.pack(">bI", 0, schema_id) + out.getvalue()
+
+
+def test_avro_decodes_to_the_grids_wire_form() -> None:
+    """A producer's bytes, fixed, decimal, timestamp, date and uuid fields decoded to
+    Python objects no grid value holds: Hazelcast's JSON encoding raised TypeError (bytes,
+    Decimal) outside the error policy, and NaN became null silently."""
+    import datetime as dt
+    import uuid
+    from decimal import Decimal
+
+    schema = {"type": "record", "name": "Row", "fields": [
+        {"name": "b", "type": "bytes"},
+        {"name": "f", "type": {"type": "fixed", "name": "F2", "size": 2}},
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 6,
+                               "scale": 2}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "x", "type": "double"},
+        {"name": "l", "type": {"type": "array", "items": "bytes"}}]}
+    when = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    ident = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    registry, data = _framed(schema, {
+        "b": b"\x00\xff", "f": b"ab", "d": Decimal("12.34"), "ts": when,
+        "day": dt.date(2024, 1, 2), "u": ident, "x": 1.5, "l": [b"\x01"]})
+    value = _avro(registry).decode_value("t", data)
+    assert value == {"b": "AP8=", "f": "YWI=", "d": "12.34", "ts": when.isoformat(),
+                     "day": "2024-01-02", "u": str(ident), "x": 1.5, "l": ["AQ=="]}
+    orjson.dumps(value)  # what a grid does with it
+    registry, data = _framed({"type": "record", "name": "N", "fields": [
+        {"name": "x", "type": {"type": "array", "items": "double"}}]},
+        {"x": [1.0, float("nan")]})
+    with pytest.raises(CodecError, match=r"field 'x\[1\]': nan has no JSON form"):
+        _avro(registry).decode_value("t", data)
+
+
+@pytest.mark.parametrize("value", [
+    {"a": {"b": {"x": 1}}, "a_b": {"y": 2}},
+    {"x": [{"p": 1}], "x_item": {"q": "s"}},
+    {"x": [[{"p": 1}]], "x_item_item": {"q": 1.5}, "x_item": [{"r": True}]}])
+def test_avro_nested_records_whose_names_joined_by_underscore_collide(
+        value: dict[str, Any]) -> None:
+    """Nested records were named ``<parent>_<field>``: fields ``a_b`` and ``a.b`` gave
+    one name twice, an invalid schema, and a valid value was refused."""
+    registry = FakeRegistry()
+    data = _avro(registry).encode_value("t", "c", value)
+    assert _avro(registry).decode_value("t", data) == value
+    if "a" in value:  # sorted first: field "a", a record named by its path
+        nested = orjson.loads(registry.schemas[1])["fields"][0]["type"][1]
+        assert (nested["namespace"], nested["name"]) == ("gridstream.connect.c", "a")
 
 
 def test_avro_caches_registry_calls() -> None:
@@ -329,7 +440,7 @@ def test_avro_caches_registry_calls() -> None:
         reader.decode_value("t", data)
     assert registry.calls[-1] == ("schema", 1) and len(registry.calls) == 4
     converter.close()
-    assert registry.calls[-1] == ("close", None)
+    assert registry.calls[-1:] == [("close", None)]
 
 
 def test_avro_a_refused_schema_is_asked_once() -> None:
@@ -354,6 +465,36 @@ def test_avro_null_fields_take_the_type_seen_before() -> None:
     assert data is not None
     assert data[1:5] == struct.pack(">I", 1)  # the very same schema: nothing new registered
     assert later.decode_value("t", data) == {"a": None, "b": None}
+
+
+class FlakyRegistry(FakeRegistry):
+    """Its first latest-version read fails as an unreachable registry does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+
+    def latest(self, subject: str) -> str | None:
+        if self.down:
+            self.down = False
+            raise ConnectorError("schema registry http://r:1: reading subject failed")
+        return super().latest(subject)
+
+
+def test_avro_a_failed_latest_read_is_asked_again() -> None:
+    """The subject was marked as read before the read: after the registry came back the
+    converter never learnt the subject's types, inferred "null" for a None field where the
+    subject has ["null", "long"], and the registry refused the narrowed schema, blaming
+    the record."""
+    registry = FlakyRegistry()
+    registry.down = False
+    _avro(registry).encode_value("t", "c", {"a": 5})
+    registry.down = True
+    later = _avro(registry)
+    with pytest.raises(ConnectorError):
+        later.encode_value("t", "c", {"a": None})
+    data = later.encode_value("t", "c", {"a": None})
+    assert data is not None and data[1:5] == struct.pack(">I", 1)  # the subject's schema
 
 
 @pytest.mark.parametrize(("strategy", "subject"), [
@@ -461,9 +602,9 @@ def test_avro_decode_errors() -> None:
 
 
 def test_avro_registry_url_and_credentials_never_print() -> None:
-    config = ConverterConfig(value="avro",
-                             schema_registry_url="https://user:s3cret@reg.example:8081/api",
-                             **{"basic.auth.user.info": "u:t0ps3cret"})
+    config = ConverterConfig.model_validate({
+        "value": "avro", "schema_registry_url": "https://user:s3cret@reg.example:8081/api",
+        "basic.auth.user.info": "u:t0ps3cret"})
     assert "s3cret" not in repr(config) and "t0ps3cret" not in repr(config)
     converter = build_converter(config)
     assert "s3cret" not in repr(converter)
@@ -474,7 +615,7 @@ def test_avro_registry_url_and_credentials_never_print() -> None:
 def test_credentials_in_both_the_url_and_user_info_are_a_config_error() -> None:
     converter = build_converter(ConverterConfig(
         value="avro", schema_registry_url="http://user:s3cret@127.0.0.1:9/api",
-        schema_registry_user_info="u:t0ps3cret"))
+        schema_registry_user_info=SecretStr("u:t0ps3cret")))
     with pytest.raises(ConfigError, match="not usable") as refused:
         converter.encode_value("t", "c", {"a": 1})  # the client is built on first use
     assert "s3cret" not in str(refused.value) and refused.value.__cause__ is None

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gridstream.connect.config import SinkConnectorConfig, SourceConnectorConfig
+from gridstream.connect.config import ErrorHandling, SinkConnectorConfig, SourceConnectorConfig
 from gridstream.connect.filters import ALLOWED_ENV
 from gridstream.errors import ConfigError
 from gridstream.pipeline_config import load_config
@@ -240,3 +240,64 @@ def test_secrets_never_appear(tmp_path: Path) -> None:
             assert "hunter2" not in message
     twice = _error(tmp_path, text + "consumer.sasl.password=hunter2\n")
     assert "'consumer.sasl.password' is given twice" in twice
+
+
+def test_tolerance_all_with_a_dead_letter_queue_dead_letters(tmp_path: Path) -> None:
+    """Kafka Connect sends bad records to errors.deadletterqueue.topic.name when
+    errors.tolerance=all: LOG_ONLY would only log them, the queue silently ignored."""
+    config = _load(tmp_path, SINK + "errors.tolerance=all\n"
+                                    "errors.deadletterqueue.topic.name=snk.dlq\n")
+    connector = config.connector[0]
+    assert connector.error_handling_policy is ErrorHandling.DEAD_LETTER
+    assert connector.dead_letter_topic == "snk.dlq"
+    assert _load(tmp_path, SINK + "errors.tolerance=all\n").connector[0] \
+        .error_handling_policy is ErrorHandling.LOG_ONLY
+
+
+@pytest.mark.parametrize("policy", ["none", "STOP_TASK", "LOG_ONLY"])
+def test_a_dead_letter_topic_a_policy_would_ignore_is_refused(tmp_path: Path,
+                                                              policy: str) -> None:
+    with pytest.raises(ConfigError, match="deadLetterTopic is only used with "
+                                          "errorHandlingPolicy DEAD_LETTER"):
+        _load(tmp_path, SINK + f"errorHandlingPolicy={policy}\ndeadLetterTopic=snk.dlq\n")
+
+
+def test_cache_lists_split_only_between_patterns(tmp_path: Path) -> None:
+    """A .properties list is comma-separated, but a comma inside a pattern (``{1,3}``,
+    ``[,;]``, ``(a|b,c)``) is part of it: splitting there read other caches silently."""
+    config = _load(tmp_path, SOURCE + r"cacheWhitelist=orders_\\d{2,4}, a[,;]b,(x|y,z)" "\n"
+                                      r"cacheBlacklist=tmp\\,.*,old" "\n")
+    connector = config.connector[0]
+    assert connector.cache_whitelist == (r"orders_\d{2,4}", "a[,;]b", "(x|y,z)")
+    assert connector.cache_blacklist == (r"tmp\,.*", "old")
+    assert SourceConnectorConfig.model_validate({
+        "name": "s", "checkpoint": "/c", "grid": {"kind": "hazelcast"},
+        "cacheWhitelist": "a{1,2},b"}).cache_whitelist == ("a{1,2}", "b")
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ("value.converter=json\nschema.registry.url=http://r:1\n", "schema.registry.url"),
+    ("value.converter.schemas.enable=true\n"
+     "value.converter.value.subject.name.strategy=record\n", "value.subject.name.strategy"),
+    ("value.converter=json\nvalue.converter.avro.schemas.people=p.avsc\n", "avro.schemas"),
+])
+def test_avro_options_with_another_converter_are_refused(tmp_path: Path, options: str,
+                                                         named: str) -> None:
+    """They were accepted and ignored: the operator believed values were Avro."""
+    with pytest.raises(ConfigError, match=f"{named}: only used with value.converter 'avro'"):
+        _load(tmp_path, SOURCE + options)
+
+
+def test_avro_schemas_on_a_sink_are_refused(tmp_path: Path) -> None:
+    """A sink reads with the writer's schema: a declared one was silently ignored."""
+    with pytest.raises(ConfigError, match="avro.schemas is only used by a source"):
+        _load(tmp_path, SINK + "value.converter=avro\nschema.registry.url=http://r:1\n"
+                               "value.converter.avro.schemas.people=p.avsc\n")
+
+
+@pytest.mark.parametrize("members", ["", " , "])
+def test_empty_hazelcast_members_are_refused(tmp_path: Path, members: str) -> None:
+    """An empty list was accepted: the client then tries its own default address."""
+    text = SINK.replace("grid.members=127.0.0.1:5701, 127.0.0.1:5702", f"grid.members={members}")
+    with pytest.raises(ConfigError, match="option 'grid.members'"):
+        _load(tmp_path, text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 import time
 from typing import Any
@@ -88,8 +89,11 @@ def test_mask_like_kafka_connect() -> None:
     ({"a": [1, 2]}, None, "holds list"),
     ({"a": 3}, "****", "not a int"),
     ({"a": True}, "no", "boolean"),
+    ({"a": 3}, 2.5, "not a finite int"),  # int(2.5) silently masked with 2
+    ({"a": 3.5}, "nan", "not a finite float"),
+    ({"a": 3.5}, "-inf", "not a finite float"),
 ])
-def test_mask_errors_are_record_errors(value: dict[str, Any], replacement: str | None,
+def test_mask_errors_are_record_errors(value: dict[str, Any], replacement: str | float | None,
                                        needle: str) -> None:
     step: dict[str, Any] = {"type": "mask", "fields": ["a"]}
     if replacement is not None:
@@ -274,3 +278,27 @@ def test_route_expands_like_java(parts: list[str], topic: str) -> None:
                 "replacement": replacement}, record=_record(topic=topic))
     expected = re.fullmatch(r"([a-z]+)\.(?P<b>[a-z]+)", topic)
     assert expected is not None and out.topic == expected.expand(python_form)
+
+
+def test_a_key_field_beyond_64_bits_is_a_codec_error() -> None:
+    """orjson refuses such an integer with a TypeError; callers only handle CodecError."""
+    with pytest.raises(CodecError, match="cannot be written as JSON"):
+        key_from_fields({"region": "eu", "id": 2**70}, ["region", "id"])
+    step = {"type": "value_to_key", "fields": ["region", "id"]}
+    chain = build_chain([TransformConfig.model_validate(step)])
+    with pytest.raises(CodecError, match=r"transforms\[0\] \(value_to_key\)"):
+        chain(Record("t", "c", "k", {"region": "eu", "id": 2**70}))
+
+
+@pytest.mark.parametrize(("static", "problem"), [
+    (float("nan"), "has no JSON form"), ({"x": [float("inf")]}, "has no JSON form"),
+    (2**64, "beyond 64 bits"), (datetime.date(2024, 1, 2), "not a JSON value"),
+    (datetime.datetime(2024, 1, 2, 3, 4, tzinfo=datetime.UTC), "not a JSON value"),
+    ({1: "a"}, "keys must be text")])
+def test_insert_refuses_a_value_no_converter_writes_unchanged(static: Any,
+                                                               problem: str) -> None:
+    """TOML's nan and dates passed orjson's check: every record then failed in the
+    converter (NaN), or the value changed on its way (a date written as text)."""
+    with pytest.raises(ConfigError, match=rf"'value': must be a JSON value: .*{problem}"):
+        step = {"type": "insert", "field": "f", "value": static}
+        build_chain([TransformConfig.model_validate(step)])

@@ -24,9 +24,15 @@ SECRET_PROPERTIES = [
     "sasl.password", "sasl.jaas.config", "ssl.truststore.password",
     "sasl.oauthbearer.client.secret", "sasl.oauthbearer.extensions",
     "ssl.keystore.pem.private.key", "some.custom.api_token", "ssl_key_pem",
+    # the Java client's inline PEM private key (Spark's Kafka source and sink take Java
+    # names: kafka.ssl.keystore.key), and HTTP basic-auth user info (user:password)
+    "ssl.keystore.key", "kafka.ssl.keystore.key", "basic.auth.user.info",
+    "schema.registry.basic.auth.user.info",
 ]
 PUBLIC_PROPERTIES = ["ssl.certificate.pem", "sasl.username", "bootstrap.servers",
-                     "ssl.key.location", "sasl.mechanism", "linger.ms", "security.protocol"]
+                     "ssl.key.location", "sasl.mechanism", "linger.ms", "security.protocol",
+                     "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
+                     "ssl.keystore.location", "ssl.keystore.type"]
 
 
 @pytest.mark.parametrize("name", SECRET_PROPERTIES)

@@ -1,0 +1,32 @@
+"""The runner's lag (from a query's progress) for every kind of source a run file holds:
+Kafka offsets, and a source connector's offsets, which are not Kafka offsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gridstream.spark.runner import _lag
+
+
+def _progress(end: Any, latest: Any) -> dict[str, Any]:
+    return {"sources": [{"endOffset": end, "latestOffset": latest}]}
+
+
+def test_kafka_lag_sums_every_partition() -> None:
+    end = {"a": {"0": 10, "1": 5}}
+    latest = '{"a": {"0": 12, "1": 9}, "b": {"0": 3}}'
+    assert _lag(_progress(end, latest)) == 6
+    assert _lag(None) is None
+
+
+def test_offsets_of_a_grid_source_do_not_break_the_runner() -> None:
+    """A source connector's offsets hold positions (a lineage text, per-stream sequence
+    objects, snapshot progress): no Kafka lag is read from them, and the runner's report
+    loop must not fail on them (int('abc') raised and stopped every query)."""
+    end = ('{"people": {"lineage": "log-1", "next": {"0": 5}}, '
+           '"orders": {"snapshot": "s-1", "rows": 20, "position": {"lineage": "x"}}}')
+    latest = ('{"people": {"lineage": "log-1", "next": {"0": 9}}, '
+              '"orders": {"snapshot": "s-1", "rows": 40, "position": {"lineage": "x"}}}')
+    assert _lag(_progress(end, latest)) is None
+    assert _lag(_progress({"c": {"p": [1, 2]}}, {"c": {"p": [3]}})) is None
+    assert _lag(_progress({"c": {"p": True}}, {"c": {"p": 3}})) is None
