@@ -7,7 +7,12 @@ fail when one entry differs.
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import sys
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +25,7 @@ from gridstream.connect.config import SinkConnectorConfig
 from gridstream.connect.sink import SinkConnector
 from gridstream.errors import RecordError
 from gridstream.grid import Write
+from tests.integration.child_output import await_line, start_piped
 from tests.integration.sink_helpers import (
     Grid,
     Sent,
@@ -31,8 +37,11 @@ from tests.integration.sink_helpers import (
     make_grid,
     produce,
     read_topic,
+    wait_equal,
     workload,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(params=["space", "hazelcast"])
@@ -259,3 +268,79 @@ def test_malformed_records_stop_or_are_skipped_or_dead_lettered(
         assert (msg.key(), msg.value()) == sent_at[at]
         found.add(at)
     assert found == bad_at
+
+
+def _child(config: SinkConnectorConfig, bootstrap: str) -> tuple[Any, Any]:
+    return start_piped([sys.executable, "-m", "tests.integration.sink_connector_child",
+                        config.model_dump_json(), bootstrap], ROOT)
+
+
+def kill_and_resume(grid: Grid, bootstrap: str, topic_factory: Callable[..., str],
+                    tmp: Path, *, kills: int, records: int, seed: int) -> list[str]:
+    """Three topics fed while the connector's driver (a child process) is SIGKILLed
+    ``kills`` times mid-stream and restarted from its checkpoint; at the end each cache
+    must equal its topic's latest values. Returns the child's lines."""
+    topics = [topic_factory(3) for _ in range(3)]
+    prefix = cache_prefix(grid)
+    grid.release_space()  # the connector's driver owns the Space (opened writable)
+    config = SinkConnectorConfig.model_validate({
+        "name": "killed", "grid": grid.settings, "checkpoint": str(tmp / "ckpt-killed"),
+        "topics": topics, "cachePrefix": prefix, "shallProcessUpdates": True,
+        "tasks.max": 2, "pushInterval": 500, "maxOffsetsPerTrigger": 900})
+    chunks = [workload(seed + i, keys=400, count=records) for i in range(len(topics))]
+    step = records // 10
+    for topic, chunk in zip(topics, chunks, strict=True):  # some before the first start
+        produce(bootstrap, topic, chunk[:step])
+
+    def feed() -> None:
+        for start in range(step, records, step):
+            for topic, chunk in zip(topics, chunks, strict=True):
+                produce(bootstrap, topic, chunk[start:start + step])
+            time.sleep(0.5)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    rng, seen = random.Random(seed), []
+    try:
+        for _ in range(kills):
+            process, lines = _child(config, bootstrap)
+            try:
+                await_line(process, lines, seen, lambda line: " batch " in line)
+                time.sleep(rng.uniform(0.0, 2.0))
+            finally:  # killed whatever happened: no driver outlives the test
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(60)
+            seen.append("--- killed ---\n")
+    finally:
+        feeder.join()
+    process, lines = _child(config, bootstrap)
+    try:
+        want = {prefix + t: grid.expected(latest(bootstrap, t)) for t in topics}
+
+        def alive() -> None:
+            while not lines.empty():
+                seen.append(lines.get())
+            assert process.poll() is None, "".join(seen[-40:])
+
+        wait_equal(grid, want, timeout_s=240, alive=alive)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(60)
+    return seen
+
+
+def test_driver_killed_mid_stream_resumes_to_each_keys_latest_value(
+        grid: Grid, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    seen = kill_and_resume(grid, kafka_bootstrap, topic_factory, tmp_path, kills=2,
+                           records=3000, seed=31)
+    assert "".join(seen).count("--- killed ---") == 2
+
+
+@pytest.mark.slow
+def test_driver_killed_ten_times_resumes_to_each_keys_latest_value(
+        grid: Grid, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    seen = kill_and_resume(grid, kafka_bootstrap, topic_factory, tmp_path, kills=10,
+                           records=20_000, seed=47)
+    assert "".join(seen).count("--- killed ---") == 10
