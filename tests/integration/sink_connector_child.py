@@ -9,7 +9,6 @@ Usage: python -m tests.integration.sink_connector_child '<SinkConnectorConfig as
 from __future__ import annotations
 
 import sys
-from typing import Any, cast
 
 from gridstream.connect.config import SinkConnectorConfig
 from gridstream.connect.sink import SinkConnector
@@ -20,7 +19,7 @@ from gridstream.spark.runner import PipelineRunner
 def main(argv: list[str]) -> int:
     config = SinkConnectorConfig.model_validate_json(argv[0])
     connector = SinkConnector(config, bootstrap_servers=argv[1])
-    runner = PipelineRunner([cast(Any, connector)], lambda: get_spark(app_name="sink-child"),
+    runner = PipelineRunner([connector], lambda: get_spark(app_name="sink-child"),
                             poll_s=0.2)
     return runner.run()
 

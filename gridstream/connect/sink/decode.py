@@ -29,7 +29,7 @@ from gridstream.connect.config import ConverterConfig, KeyPolicy, TransformConfi
 from gridstream.connect.converters import Converter, build_converter
 from gridstream.connect.filters import EntryFilter, load_filter
 from gridstream.connect.record import Record
-from gridstream.connect.transforms import Chain, build_chain
+from gridstream.connect.transforms import Chain, build_chain, key_from_fields
 from gridstream.errors import CodecError
 from gridstream.grid._space_writes import APPLIED_TYPE
 from gridstream.grid.contract import Key, Value
@@ -158,12 +158,10 @@ class Decoder:
         if value is None:
             raise _Bad("key", "a tombstone has no value to take keyFields from "
                        "(keyPolicy 'value')")
-        fields = self.spec.key_fields
-        missing = [f for f in fields if f not in value]
-        if missing:
-            raise _Bad("key", f"the value has no key field {', '.join(map(repr, missing))}")
-        parts = [_checked_key(value[f], f) for f in fields]
-        return parts[0] if len(parts) == 1 else orjson.dumps(parts).decode()
+        try:
+            return key_from_fields(value, self.spec.key_fields)
+        except CodecError as exc:
+            raise _Bad("key", str(exc)) from exc
 
     def _check_id(self, key: Key, value: Value) -> None:
         prop = self.spec.id_property
