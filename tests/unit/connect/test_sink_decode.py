@@ -8,7 +8,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from gridstream.connect.config import ConverterConfig, KeyPolicy
+from gridstream.connect.config import ConverterConfig, KeyPolicy, TransformConfig
 from gridstream.connect.sink.decode import (
     BAD,
     FILTERED,
@@ -125,3 +125,16 @@ def test_an_arrow_batch_keeps_the_original_bytes_of_bad_records_only() -> None:
     assert out["raw_value"] == [None, j({"n": 2}), None]
     assert out["headers"] == [None, [{"key": "h", "value": b"v"}], None]
     assert out["topic"] == ["t", "t", "u"] and out["offset"] == [5, 6, 7]
+
+
+def test_transforms_route_the_cache_change_the_key_or_make_a_record_bad() -> None:
+    steps = (TransformConfig.model_validate({"type": "route", "regex": "orders-(.*)",
+                                             "replacement": "o-$1"}),
+             TransformConfig.model_validate({"type": "value_to_key", "fields": ["sku"]}),
+             TransformConfig.model_validate({"type": "mask", "fields": ["card"]}))
+    d = decoder(transforms=steps)
+    out = d.decode("orders-eu", 0, 0, j(1), j({"sku": "A-1", "card": "1234"}))
+    assert out == Decoded(OK, "p-o-eu", '"A-1"', '{"sku":"A-1","card":""}')
+    assert d.decode("other", 0, 0, j(1), j({"sku": 5})).cache == "p-other"
+    bad = d.decode("orders-eu", 0, 0, j(1), j({"sku": "A-1", "card": {"n": 1}}))
+    assert bad.status == BAD and bad.stage == "transform" and bad.reason
