@@ -55,7 +55,7 @@ def produce(bootstrap: str, topic: str, records: int, keys: int,
         last[key] = value
         while True:
             try:
-                producer.produce(topic, orjson.dumps(key), orjson.dumps(value))
+                producer.produce(topic, key=orjson.dumps(key), value=orjson.dumps(value))
                 break
             except BufferError:
                 producer.poll(0.1)
