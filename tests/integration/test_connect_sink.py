@@ -305,7 +305,10 @@ def kill_and_resume(grid: Grid, bootstrap: str, topic_factory: Callable[..., str
         for _ in range(kills):
             process, lines = _child(config, bootstrap)
             try:
-                await_line(process, lines, seen, lambda line: " batch " in line)
+                # a batch reported with the lag from the query's progress (so not the
+                # first batch of this run: the kill lands mid-stream)
+                await_line(process, lines, seen,
+                           lambda line: " batch " in line and ", lag " in line)
                 time.sleep(rng.uniform(0.0, 2.0))
             finally:  # killed whatever happened: no driver outlives the test
                 os.killpg(process.pid, signal.SIGKILL)
@@ -335,6 +338,8 @@ def test_driver_killed_mid_stream_resumes_to_each_keys_latest_value(
     seen = kill_and_resume(grid, kafka_bootstrap, topic_factory, tmp_path, kills=2,
                            records=3000, seed=31)
     assert "".join(seen).count("--- killed ---") == 2
+    # the runner's progress lines carry the lag from the query's progress
+    assert any(" batch " in line and ", lag " in line for line in seen), seen[-20:]
 
 
 @pytest.mark.slow

@@ -3,16 +3,17 @@
 Spark's Kafka source (``subscribe`` for ``topics``, ``subscribePattern`` for
 ``topics.regex``; ``read_committed``; offsets in the checkpoint) feeds ``foreachBatch``:
 
-1. decode on the executors (``mapInArrow``, ``decode``), the batch kept (persisted) and
-   counted by status;
-2. bad records by ``errorHandlingPolicy``: ``STOP_TASK`` raises ``RecordError`` naming
-   the first one's ``topic[partition]@offset`` before anything of the batch is applied;
-   ``LOG_ONLY`` logs them (the first ones in full) and counts them; ``DEAD_LETTER``
-   writes them to the dead-letter topic with their key, value and headers and
-   ``gs.error.*`` headers;
-3. the valid records are applied (``apply``): on Hazelcast by ``tasks.max`` Spark tasks,
-   on the Space by the driver, which owns the Space;
-4. a ``ConnectorReport`` (the runner adds the lag from the query's progress).
+1. decode on the executors (``mapInArrow``, ``decode``) and apply the valid records
+   (``apply``: on Hazelcast by ``tasks.max`` Spark tasks, on the Space by the driver,
+   which owns the Space) in one Spark job that also counts the records by status;
+2. bad records by ``errorHandlingPolicy``: ``STOP_TASK`` — a bad record fails its decode
+   task, so the job fails before anything of the batch is applied (the apply waits for
+   the whole batch to be decoded), and the driver raises ``RecordError`` naming the
+   batch's first bad record (``topic[partition]@offset``); ``LOG_ONLY`` logs them (the
+   first ones in full) and counts them; ``DEAD_LETTER`` writes them to the dead-letter
+   topic with their key, value and headers and ``gs.error.*`` headers (both decode the
+   batch again, only when it had bad records);
+3. a ``ConnectorReport`` (the runner adds the lag from the query's progress).
 
 Spark commits a batch's offsets only after the function returns: a crash anywhere in it
 runs the batch again from the same offsets, and applying it again changes nothing.
@@ -41,7 +42,7 @@ from gridstream.connect.sink.decode import (
     output_schema,
 )
 from gridstream.connect.transforms import build_chain
-from gridstream.errors import ConfigError, RecordError
+from gridstream.errors import ConfigError, ConnectorError, RecordError
 from gridstream.grid.contract import GridAdapter
 from gridstream.kafka import redact
 from gridstream.spark.config import parse_trigger
@@ -167,32 +168,68 @@ class SinkConnector(Connector):
     # ------------------------------------------------------------ one micro-batch
 
     def process_batch(self, records: DataFrame, batch_id: int) -> ConnectorReport:
-        """Decode, handle the bad records by policy, apply the valid ones."""
+        """Decode, apply the valid records, handle the bad ones by policy.
+
+        One pass: the decode and the apply run in one Spark job, which also counts the
+        records by status (an observation). The apply never starts before the whole
+        batch is decoded (Hazelcast: the tasks read a shuffle of the decoded batch; the
+        Space: the driver collects it first), so under ``STOP_TASK`` a decode task that
+        meets a bad record fails the job before anything is applied; the batch is then
+        decoded again to name the first bad record. Under ``LOG_ONLY`` and
+        ``DEAD_LETTER`` a batch that had bad records is decoded again to log or
+        dead-letter them."""
         import pyspark.sql.functions as F
-        from pyspark import StorageLevel
+        from pyspark.sql import Observation
 
         started = time.monotonic()
-        decoded = records.mapInArrow(decode_batches(self.spec),
-                                     output_schema(self.spec.with_headers))
-        decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
+        stop = self.config.error_handling_policy is ErrorHandling.STOP_TASK
+        seen = Observation()
+        status = F.col("status")
+        decoded = records.mapInArrow(decode_batches(self.spec, stop_on_bad=stop),
+                                     output_schema(self.spec.with_headers)).observe(
+            seen, F.count(F.lit(1)).alias("records"),
+            F.count(F.when(status == OK, 1)).alias(OK),
+            F.count(F.when(status == FILTERED, 1)).alias(FILTERED),
+            F.count(F.when(status == BAD, 1)).alias(BAD))
         try:
-            counts = {str(r["status"]): int(r["count"])
-                      for r in decoded.groupBy("status").count().collect()}
-            bad = counts.get(BAD, 0)
-            note = self._bad(decoded, bad, batch_id) if bad else ""
-            written = 0
-            if counts.get(OK, 0):
-                written = self._apply(decoded.where(F.col("status") == OK))
-        finally:
-            decoded.unpersist()
+            keys = self._apply(decoded.where(status == OK))
+        except Exception as exc:
+            if stop:
+                self._raise_first_bad(records, batch_id, exc)
+            raise
+        counts = {k: int(v) for k, v in seen.get.items()}
+        bad = counts[BAD]
+        note = self._bad(records, bad) if bad else ""
         policy = self.config.error_handling_policy
         return ConnectorReport(
-            self.name, batch_id, records=sum(counts.values()), written=counts.get(OK, 0),
-            filtered=counts.get(FILTERED, 0),
+            self.name, batch_id, records=counts["records"], written=counts[OK],
+            filtered=counts[FILTERED],
             skipped=bad if policy is ErrorHandling.LOG_ONLY else 0,
             dead_lettered=bad if policy is ErrorHandling.DEAD_LETTER else 0,
             seconds=time.monotonic() - started,
-            note=_join(note, f"{written} key writes" if written else ""))
+            note=_join(note, f"{keys} key writes" if keys else ""))
+
+    def _bad_rows(self, records: DataFrame) -> DataFrame:
+        """The batch's bad records, decoded again (the decode is deterministic)."""
+        import pyspark.sql.functions as F
+
+        return records.mapInArrow(decode_batches(self.spec), output_schema(
+            self.spec.with_headers)).where(F.col("status") == BAD)
+
+    def _raise_first_bad(self, records: DataFrame, batch_id: int,
+                         failure: Exception) -> None:
+        """After a failed batch under STOP_TASK: ``RecordError`` for its first bad record
+        if it has one (the failure was the decode's), else return."""
+        bad = self._bad_rows(records)
+        first = bad.orderBy("topic", "partition", "offset").select(
+            "topic", "partition", "offset", "stage", "reason").first()
+        if first is None:
+            return
+        count = int(bad.count())
+        raise RecordError(f"{first['reason']} ({count} bad record(s) in batch {batch_id}; "
+                          "errorHandlingPolicy STOP_TASK: nothing of the batch applied, its "
+                          "offsets not committed)", where=_where(first),
+                          stage=first["stage"]) from failure
 
     def _apply(self, ok: DataFrame) -> int:
         c = self.config
@@ -207,29 +244,23 @@ class SinkConnector(Connector):
             raise ConfigError(f"connector {self.name!r}: not open (the Space it applies to)")
         return apply_on_driver(self._adapter, ok, updates=updates)
 
-    def _bad(self, decoded: DataFrame, count: int, batch_id: int) -> str:
-        """Apply the error policy to the batch's ``count`` bad records; a note for the
-        report."""
+    def _bad(self, records: DataFrame, count: int) -> str:
+        """Log (``LOG_ONLY``) or dead-letter (``DEAD_LETTER``) the batch's ``count`` bad
+        records; a note for the report."""
         import pyspark.sql.functions as F
 
-        bad = decoded.where(F.col("status") == BAD)
+        bad = self._bad_rows(records)
         first = bad.orderBy("topic", "partition", "offset").limit(_LOGGED).select(
             "topic", "partition", "offset", "stage", "reason").collect()
         if not first:  # counted, then gone: the batch is not what it was
-            raise RecordError(f"{count} bad record(s) counted but none found again",
-                              where=f"batch {batch_id}", stage="decode")
-        head = first[0]
-        where = f"{head['topic']}[{head['partition']}]@{head['offset']}"
-        policy = self.config.error_handling_policy
-        if policy is ErrorHandling.STOP_TASK:
-            raise RecordError(f"{head['reason']} ({count} bad record(s) in batch {batch_id}; "
-                              "errorHandlingPolicy STOP_TASK: nothing of the batch applied, "
-                              "its offsets not committed)", where=where, stage=head["stage"])
-        if policy is ErrorHandling.LOG_ONLY:
+            raise ConnectorError(f"connector {self.name!r}: {count} bad record(s) counted "
+                                 "but none found when the batch was decoded again")
+        where = _where(first[0])
+        if self.config.error_handling_policy is ErrorHandling.LOG_ONLY:
             for row in first:
-                log.warning("%s: skipped %s[%s]@%s: %s: %s", self.name, row["topic"],
-                            row["partition"], row["offset"], row["stage"], row["reason"])
-            return f"{count} bad record(s) skipped, first at {where}: {head['reason']}"
+                log.warning("%s: skipped %s: %s: %s", self.name, _where(row), row["stage"],
+                            row["reason"])
+            return f"{count} bad record(s) skipped, first at {where}: {first[0]['reason']}"
         topic = self.config.dead_letter_topic
         if topic is None:  # guarded by the config
             raise ConfigError(f"connector {self.name!r} has no deadLetterTopic")
@@ -241,6 +272,10 @@ class SinkConnector(Connector):
                            client_options(self.bootstrap_servers, self.kafka_properties),
                            origin_header=H_CONNECTOR, more_headers={H_STAGE: "stage"})
         return f"{count} bad record(s) dead-lettered to {topic}, first at {where}"
+
+
+def _where(row: Any) -> str:
+    return f"{row['topic']}[{row['partition']}]@{row['offset']}"
 
 
 def _allowed(configured: Sequence[str]) -> tuple[str, ...]:

@@ -30,7 +30,7 @@ from gridstream.connect.converters import Converter, build_converter
 from gridstream.connect.filters import EntryFilter, load_filter
 from gridstream.connect.record import Record
 from gridstream.connect.transforms import Chain, build_chain, key_from_fields
-from gridstream.errors import CodecError
+from gridstream.errors import CodecError, RecordError
 from gridstream.grid._space_writes import APPLIED_TYPE
 from gridstream.grid.contract import Key, Value
 
@@ -218,17 +218,31 @@ def _decoder(spec: DecodeSpec) -> Decoder:
     return found
 
 
-def decode_batches(spec: DecodeSpec) -> Callable[[Iterator[pa.RecordBatch]],
-                                                 Iterator[pa.RecordBatch]]:
+def decode_batches(spec: DecodeSpec, *, stop_on_bad: bool = False) -> Callable[
+        [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: Kafka source rows → decoded rows
-    (``output_schema``)."""
+    (``output_schema``). ``stop_on_bad``: a bad record fails the task (``RecordError``
+    naming it), so the job fails before any of its rows is applied."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         decoder = _decoder(spec)
         for batch in batches:
-            yield _decode_batch(decoder, batch)
+            decoded = _decode_batch(decoder, batch)
+            if stop_on_bad:
+                _raise_bad(decoded)
+            yield decoded
 
     return run
+
+
+def _raise_bad(decoded: pa.RecordBatch) -> None:
+    status = decoded.column("status").to_pylist()
+    if BAD in status:
+        i = status.index(BAD)
+        row = {name: decoded.column(name)[i].as_py()
+               for name in ("topic", "partition", "offset", "stage", "reason")}
+        raise RecordError(str(row["reason"]), stage=str(row["stage"]),
+                          where=f"{row['topic']}[{row['partition']}]@{row['offset']}")
 
 
 def _decode_batch(decoder: Decoder, batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -17,7 +17,9 @@ from gridstream.connect.sink.decode import (
     Decoder,
     DecodeSpec,
     _decode_batch,
+    decode_batches,
 )
+from gridstream.errors import RecordError
 
 
 def decoder(policy: KeyPolicy = KeyPolicy.KEY, **extra: object) -> Decoder:
@@ -138,3 +140,19 @@ def test_transforms_route_the_cache_change_the_key_or_make_a_record_bad() -> Non
     assert d.decode("other", 0, 0, j(1), j({"sku": 5})).cache == "p-other"
     bad = d.decode("orders-eu", 0, 0, j(1), j({"sku": "A-1", "card": {"n": 1}}))
     assert bad.status == BAD and bad.stage == "transform" and bad.reason
+
+
+def test_stop_on_bad_fails_the_task_naming_the_record() -> None:
+    stamp = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    batch = pa.RecordBatch.from_pydict({
+        "key": pa.array([j("a"), j(1.5)], pa.binary()),
+        "value": pa.array([j({"n": 1}), j({"n": 2})], pa.binary()),
+        "topic": pa.array(["t", "t"]), "partition": pa.array([0, 1], pa.int32()),
+        "offset": pa.array([5, 6], pa.int64()),
+        "timestamp": pa.array([stamp] * 2, pa.timestamp("us", tz="UTC")),
+        "timestampType": pa.array([0, 0], pa.int32()),
+    })
+    spec = DecodeSpec("c", ConverterConfig(), KeyPolicy.KEY)
+    assert [b.num_rows for b in decode_batches(spec)(iter([batch]))] == [2]
+    with pytest.raises(RecordError, match=r"t\[1\]@6: key: "):
+        list(decode_batches(spec, stop_on_bad=True)(iter([batch])))
