@@ -152,8 +152,8 @@ class SourceOffset:
             raise ConfigError(f"not a gridstream source offset (version {VERSION}): {raw!r}")
         try:
             caches = {str(c): CacheState.from_dict(s) for c, s in raw.get("caches", {}).items()}
-            events = [Event.from_dict(raw["events"][k])
-                      for k in sorted(raw.get("events", {}), key=int)]
+            events = tuple(Event.from_dict(raw["events"][k])
+                           for k in sorted(raw.get("events", {}), key=int))
             return cls(caches, int(raw.get("t", 0)), events, bool(raw.get("initial")))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ConfigError(f"not a gridstream source offset: {exc}") from exc

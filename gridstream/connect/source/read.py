@@ -15,6 +15,7 @@ cannot pass becomes a row whose ``status`` says what the error policy made of it
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -151,8 +152,8 @@ def _raw_value(value: Value | None) -> bytes | None:
         return None
     try:
         return orjson.dumps(value)
-    except TypeError:
-        return orjson.dumps(value, default=repr, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # e.g. an integer beyond 64 bits: Python's json writes it as it is
+        return json.dumps(value, default=repr, separators=(",", ":")).encode()
 
 
 def _changes(adapter: GridAdapter, cache: str, start: Position, end: Position
