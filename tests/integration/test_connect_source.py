@@ -383,7 +383,8 @@ def test_discovery_within_the_poll_interval(grid: Grid, spark: Any, tmp_path: Pa
     grid.put(first, "k0", {"key": "k0", "n": 0})
     raw = {"name": f"src-{tag}", "grid": grid.settings(), "checkpoint": str(tmp_path / "c"),
            "topicPrefix": prefix, "pollInterval": 500, "cacheListPollInterval": 1000,
-           "cacheWhitelist": [f"{tag}.*"], "cacheBlacklist": [f"{tag}skip.*"]}
+           "cacheWhitelist": [f"{tag}.*"], "cacheBlacklist": [f"{tag}skip.*"],
+           "deliveryGuarantee": "at_least_once"}  # Spark's own Kafka sink
     connector = SourceConnector(SourceConnectorConfig.model_validate(raw),
                                 bootstrap_servers=BOOTSTRAP)
     with running(connector, spark) as query:
