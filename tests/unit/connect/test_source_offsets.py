@@ -244,3 +244,24 @@ def test_offsets_round_trip_and_refuse_other_json() -> None:
     with pytest.raises(ConfigError):
         SourceOffset.from_dict({"v": 1, "caches": {"a": {"pos": {"lineage": "L", "next": {}},
                                                          "row": 1}}})
+
+
+def test_a_failed_first_plan_stays_the_first() -> None:
+    from gridstream.errors import GridError
+
+    class Failing(FakeGrid):
+        fail = True
+
+        def end_position(self, cache: str) -> Position:
+            if self.fail:
+                self.fail = False
+                raise GridError("unreachable")
+            return super().end_position(cache)
+
+    grid = Failing({"a": 30})
+    start = SourceOffset({"a": CacheState(pos(10))}, 5)
+    p = planner(FailoverPolicy.NONE)
+    with pytest.raises(GridError):
+        p.plan(start, grid, 9)
+    out = p.plan(start, grid, 10)  # still the run's first plan: NONE skips
+    assert out.caches["a"] == CacheState(pos(30), skip=True)

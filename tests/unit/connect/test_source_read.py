@@ -15,7 +15,7 @@ from gridstream.connect.record import Record
 from gridstream.connect.source import snapshots
 from gridstream.connect.source.offsets import Work
 from gridstream.connect.source.read import RecordMaker, read_work
-from gridstream.errors import CodecError, GridError
+from gridstream.errors import CodecError, GridError, PositionLostError
 from gridstream.grid.contract import (
     CacheEvent,
     Change,
@@ -41,6 +41,11 @@ class FakeGrid(GridAdapter):
     def __init__(self, changes: list[Change], entries: list[Entry] | None = None,
                  step: int = 2) -> None:
         self.changes, self.entries, self.step = changes, entries or [], step
+
+    def __call__(self, fresh: bool) -> GridAdapter:
+        """The source's adapter factory: this grid itself."""
+        self.fresh = fresh
+        return self
 
     def open(self) -> None: ...
 
@@ -202,3 +207,40 @@ def test_a_bug_in_a_transform_is_not_counted_as_a_bad_record(tmp_path: Path) -> 
     with pytest.raises(KeyError):
         rows(read_work(work, FakeGrid([ch("0", 0, "a", {})]),
                        maker(cfg(errorHandlingPolicy="LOG_ONLY"), broken), tmp_path))
+
+
+class Flaky(FakeGrid):
+    def __init__(self, changes: list[Change], failures: list[Exception]) -> None:
+        super().__init__(changes)
+        self.failures = failures
+        self.asked: list[bool] = []
+
+    def __call__(self, fresh: bool) -> GridAdapter:
+        self.asked.append(fresh)
+        return self
+
+    def read_changes(self, cache: str, position: Position, max_changes: int) -> ChangeBatch:
+        if self.failures:
+            raise self.failures.pop(0)
+        return super().read_changes(cache, position, max_changes)
+
+
+def test_a_failed_read_is_tried_again_on_a_new_connection(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from gridstream.connect.source import read
+
+    monkeypatch.setattr(read, "_RETRY_S", 0.0)
+    grid = Flaky([ch("0", s, f"a{s}", {"n": s}) for s in range(3)],
+                 [GridError("member gone")])
+    work = Work("c", start=Position("L", {"0": 0}), end=Position("L", {"0": 3}))
+    out = rows(read_work(work, grid, maker(cfg()), tmp_path))
+    assert [r["where"] for r in out] == ["c/a0", "c/a1", "c/a2"]  # none twice
+    assert grid.asked[:2] == [False, True]
+    lost = Flaky([], [PositionLostError("gone", cache="c", detail="overflow")])
+    with pytest.raises(PositionLostError):
+        rows(read_work(work, lost, maker(cfg()), tmp_path))
+    assert lost.asked == [False]
+    failing = Flaky([], [GridError("down")] * 3)
+    with pytest.raises(GridError, match="down"):
+        rows(read_work(work, failing, maker(cfg()), tmp_path))
+    assert failing.asked == [False, True, True]
