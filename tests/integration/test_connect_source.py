@@ -163,7 +163,8 @@ def test_backlog_survives_sigkill_of_the_driver(grid: Grid, tmp_path: Path,
     caches = [grid.new_cache() for _ in range(2)]
     keys, rounds = 25, 200
     fill(grid, caches, keys, 0)
-    cfg = config(grid, tmp_path / "ckpt", prefix, caches)
+    # a killed driver's open transactions end sooner: its restart's markers read sooner
+    cfg = config(grid, tmp_path / "ckpt", prefix, caches, **{"transaction.timeout.ms": 10_000})
     path = tmp_path / "source.json"
     path.write_text(cfg.model_dump_json())
     argv = [sys.executable, "-m", "tests.integration.source_child", str(path), BOOTSTRAP]
@@ -482,6 +483,8 @@ def test_lost_position_after_a_full_hazelcast_restart(spark: Any, tmp_path: Path
                 wait_reports(first, query)
             cluster.stop()
             cluster.start()
+            hz.client.shutdown()  # a new client creates its maps (proxies) in the new cluster
+            hz = HazelcastGrid(cluster.settings.cluster_name, cluster.addresses)
             fill(hz, [cache], 30, 1, after="restart")
             failing = SourceConnector(cfg, bootstrap_servers=BOOTSTRAP)
             with running(failing, spark) as query, pytest.raises(Exception) as raised:  # noqa: B017

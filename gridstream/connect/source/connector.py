@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from gridstream.space import Space
 
-__all__ = ["SourceConnector", "SourceEvent"]
+__all__ = ["SourceConnector", "SourceEvent", "marker_topic"]
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,8 @@ class SourceConnector(Connector):
                     self.bootstrap_servers, name=f"source-{c.name}",
                     properties=dict(self.kafka_properties.client_config()),
                     transaction_timeout_ms=c.transaction_timeout_ms, trigger=c.trigger,
-                    cache_batch=False)
+                    cache_batch=False, marker_topic=marker_topic(c.name),
+                    marker_partitions=1)
             self._writer.write(out, batch_id)
             return
         writer = out.write.format("kafka").option("kafka.bootstrap.servers",
@@ -234,6 +235,14 @@ class SourceConnector(Connector):
         }}.items():
             writer = writer.option(key, value)
         writer.save()
+
+
+def marker_topic(connector: str) -> str:
+    """The exactly-once writer's commit markers of one source connector: a topic of its
+    own, so a transaction another query's crash left open (it holds back
+    ``read_committed`` reads of its partition until the broker aborts it) never delays
+    this connector's batches."""
+    return f"__gridstream_markers.source.{connector}"
 
 
 def _allowed(configured: Sequence[str]) -> tuple[str, ...]:
