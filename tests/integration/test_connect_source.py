@@ -145,12 +145,15 @@ def test_backlog_clean_restart_resumes_exactly(grid: Grid, spark: Any, tmp_path:
 
 
 def _writer(grid: Grid, caches: list[str], keys: int, rounds: int, stop: threading.Event,
-            pause_s: float = 0.05) -> threading.Thread:
+            pause_s: float = 0.05, done: list[int] | None = None) -> threading.Thread:
+    """Rounds of changes until ``stop`` (at most ``rounds``); ``done[0]``: the last one."""
     def run() -> None:
         for n in range(1, rounds + 1):
             if stop.is_set():
                 return
             fill(grid, caches, keys, n)
+            if done is not None:
+                done[0] = n
             time.sleep(pause_s)
 
     thread = threading.Thread(target=run, daemon=True)
@@ -161,7 +164,9 @@ def _writer(grid: Grid, caches: list[str], keys: int, rounds: int, stop: threadi
 def test_backlog_survives_sigkill_of_the_driver(grid: Grid, tmp_path: Path,
                                                 prefix: str) -> None:
     caches = [grid.new_cache() for _ in range(2)]
-    keys, rounds = 25, 200
+    keys, rounds = 25, 100_000  # written until the last kill is done
+    done = [0]
+    last = 0
     fill(grid, caches, keys, 0)
     # a killed driver's open transactions end sooner: its restart's markers read sooner
     cfg = config(grid, tmp_path / "ckpt", prefix, caches, **{"transaction.timeout.ms": 10_000})
@@ -178,7 +183,7 @@ def test_backlog_survives_sigkill_of_the_driver(grid: Grid, tmp_path: Path,
             try:
                 await_line(child, lines, seen, lambda line: line.startswith("batch "))
                 if writer is None:
-                    writer = _writer(grid, caches, keys, rounds, stop, pause_s=0.1)
+                    writer = _writer(grid, caches, keys, rounds, stop, pause_s=0.1, done=done)
                 if life < 2:  # mid-stream: a batch with records, then kill during the next
                     await_line(child, lines, seen,
                                lambda line: line.startswith("batch ") and " 0 records" not in line)
@@ -187,11 +192,17 @@ def test_backlog_survives_sigkill_of_the_driver(grid: Grid, tmp_path: Path,
                     child.wait(30)
                     kills += 1
                     continue
+                stop.set()
                 writer.join(300)
                 assert not writer.is_alive()
-                records = consume(BOOTSTRAP, [prefix + c for c in caches], lambda r: all(
-                    min((max(v) for v in counters(r, prefix + c).values()), default=0) == rounds
-                    for c in caches), timeout_s=240)
+                last = done[0]
+
+                def caught_up(r: list[Any], last: int = last) -> bool:
+                    return all(min((max(v) for v in counters(r, prefix + c).values()),
+                                   default=0) == last for c in caches)
+
+                records = consume(BOOTSTRAP, [prefix + c for c in caches], caught_up,
+                                  timeout_s=240)
             finally:
                 if child.poll() is None:
                     os.killpg(child.pid, signal.SIGKILL)
@@ -201,7 +212,7 @@ def test_backlog_survives_sigkill_of_the_driver(grid: Grid, tmp_path: Path,
     assert kills == 2
     names = [f"k{k}" for k in range(keys)]
     for cache in caches:
-        assert sequences_ok(counters(records, prefix + cache), names, 0, rounds) == [], cache
+        assert sequences_ok(counters(records, prefix + cache), names, 0, last) == [], cache
 
 
 # ------------------------------------------------------------------ FULL_SNAPSHOT
