@@ -260,7 +260,9 @@ class ConverterConfig(BaseModel):
             ignored = [name for name, given in (
                 ("schema.registry.url", self.schema_registry_url is not None),
                 ("basic.auth.user.info", self.schema_registry_user_info is not None),
-                ("value.subject.name.strategy", "subject_name_strategy" in self.model_fields_set),
+                # a non-default strategy only: a config dumped and read again (the source's
+                # data source options) names every field
+                ("value.subject.name.strategy", self.subject_name_strategy != "topic"),
                 ("avro.schemas", bool(self.avro_schemas))) if given]
             if ignored:
                 raise ValueError(f"{', '.join(ignored)}: only used with value.converter "
