@@ -214,3 +214,11 @@ class GridAdapter(ABC):
     def apply(self, cache: str, writes: Sequence[Write]) -> None:
         """Apply puts and removes to ``cache``, creating it if missing. Applying the same
         batch again leaves the cache as the first application did."""
+
+    def acknowledge(self, consumer: str, position: Position) -> None:
+        """Tell the grid that ``consumer`` has durably delivered every change before
+        ``position`` (of every cache), so the grid's retention need not keep them for it.
+        The first call registers ``consumer``: from then on, a grid whose retention waits
+        for its consumers (the Space's log) keeps what it has not acknowledged. Grids
+        whose retention does not wait for readers (Hazelcast's journals) ignore it."""
+        return None
