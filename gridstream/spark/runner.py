@@ -147,7 +147,8 @@ def _lag(progress: dict[str, Any] | None) -> int | None:
 
 
 def _offsets(raw: Any) -> dict[tuple[str, str], int]:
-    """``{"topic": {"0": 12}}`` (a dict or its JSON text) → ``{(topic, "0"): 12}``."""
+    """``{"topic": {"0": 12}}`` (a dict or its JSON text) → ``{(topic, "0"): 12}``.
+    Offsets of other shapes (a source connector's per-cache positions) are not counted."""
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
@@ -155,5 +156,11 @@ def _offsets(raw: Any) -> dict[tuple[str, str], int]:
             return {}
     if not isinstance(raw, dict):
         return {}
-    return {(t, p): int(o) for t, parts in raw.items() if isinstance(parts, dict)
+    return {(t, p): o for t, parts in raw.items() if _partitions(parts)
             for p, o in parts.items()}
+
+
+def _partitions(parts: Any) -> bool:
+    """Whether ``parts`` is a Kafka topic's offsets: partition number → offset."""
+    return isinstance(parts, dict) and all(
+        isinstance(p, str) and p.isdigit() and type(o) is int for p, o in parts.items())
