@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import SecretStr
+
 from gridstream.errors import ConfigError, SparkError
 from gridstream.kafka import redact
 from gridstream.spark.config import PipelineConfig, parse_trigger
@@ -348,6 +350,8 @@ def _observed(seen: Observation, timeout_s: float) -> dict[str, Any] | None:
 
 
 def _text(value: Any) -> str:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

@@ -307,14 +307,18 @@ def test_source_error_policies(grid: Grid, spark: Any, tmp_path: Path, prefix: s
     good, bad = 1000, 1000
 
     def write(base: int) -> None:
+        """Valid entries and bad ones: half the filter cannot judge, half hold an object
+        where the ``mask`` transform expects a string or a number."""
         for i in range(base, base + 500):
-            grid.put(cache, f"g{i}", {"key": f"g{i}", "n": i})
-            grid.put(cache, f"b{i}", {"key": f"b{i}", "n": i, "bad": True})
+            grid.put(cache, f"g{i}", {"key": f"g{i}", "n": i, "secret": "s"})
+            bad = {"bad": True} if i % 2 else {"secret": {"nested": i}}
+            grid.put(cache, f"b{i}", {"key": f"b{i}", "n": i, **bad})
 
     write(0)  # read by the initial snapshot, then 500 + 500 more from the stream
     dead = f"{prefix}dead"
     options: dict[str, Any] = {"cacheFilter": "tests.integration.source_helpers:picky",
-                               "errorHandlingPolicy": policy}
+                               "errorHandlingPolicy": policy,
+                               "transforms": [{"type": "mask", "fields": ["secret"]}]}
     if policy == "DEAD_LETTER":
         options["deadLetterTopic"] = dead
     cfg = config(grid, tmp_path / "ckpt", prefix, [cache], **options)
@@ -326,7 +330,8 @@ def test_source_error_policies(grid: Grid, spark: Any, tmp_path: Path, prefix: s
             query.awaitTermination(120)  # raises Spark's wrapper of the batch's error
         assert isinstance(connector.failure, RecordError)
         assert connector.failure.where.startswith(f"{cache}/b")
-        assert cache in str(connector.failure) and "marked bad" in str(connector.failure)
+        assert connector.failure.stage in ("filter", "transform")
+        assert cache in str(connector.failure) and "STOP_TASK" in str(connector.failure)
         assert consume(BOOTSTRAP, [topic], lambda r: False, timeout_s=3) == []
         # the position did not move: the same checkpoint, skipping bad entries, writes
         # every valid one of the failed batch
@@ -344,6 +349,7 @@ def test_source_error_policies(grid: Grid, spark: Any, tmp_path: Path, prefix: s
             time.sleep(0.2)
     written = sorted(k for t, k, *_ in records if t == topic)
     assert written == sorted(f"g{i}" for i in range(good))
+    assert all(v["secret"] == "" for t, _, v, _ in records if t == topic)  # masked
     reports = list(connector.reports)
     assert sum(r.written for r in reports) == good
     if policy == "DEAD_LETTER":
@@ -351,12 +357,18 @@ def test_source_error_policies(grid: Grid, spark: Any, tmp_path: Path, prefix: s
         assert sorted(k for k, _, _ in letters) == sorted(f"b{i}" for i in range(bad))
         assert sum(r.dead_lettered for r in reports) == bad
         for key, value, headers in letters:
-            assert value["bad"] is True and value["key"] == key
+            assert value["key"] == key
             assert headers["gs.error.cache"] == cache.encode()
             assert headers["gs.error.key"] == orjson.dumps(key)
-            assert headers["gs.error.stage"] == b"filter"
-            assert b"marked bad" in headers["gs.error.reason"]
             assert headers["gs.error.connector"] == cfg.name.encode()
+            if value.get("bad"):
+                assert headers["gs.error.stage"] == b"filter"
+                assert b"marked bad" in headers["gs.error.reason"]
+            else:
+                assert value["secret"] == {"nested": int(key[1:])}
+                assert headers["gs.error.stage"] == b"transform"
+                assert b"mask" in headers["gs.error.reason"]
+        assert sum(1 for _, v, _ in letters if v.get("bad")) == bad // 2
     else:
         assert sum(r.skipped for r in reports) == bad
 
@@ -371,7 +383,8 @@ def test_discovery_within_the_poll_interval(grid: Grid, spark: Any, tmp_path: Pa
     grid.put(first, "k0", {"key": "k0", "n": 0})
     raw = {"name": f"src-{tag}", "grid": grid.settings(), "checkpoint": str(tmp_path / "c"),
            "topicPrefix": prefix, "pollInterval": 500, "cacheListPollInterval": 1000,
-           "cacheWhitelist": [f"{tag}.*"], "cacheBlacklist": [f"{tag}skip.*"]}
+           "cacheWhitelist": [f"{tag}.*"], "cacheBlacklist": [f"{tag}skip.*"],
+           "deliveryGuarantee": "at_least_once"}  # Spark's own Kafka sink
     connector = SourceConnector(SourceConnectorConfig.model_validate(raw),
                                 bootstrap_servers=BOOTSTRAP)
     with running(connector, spark) as query:
