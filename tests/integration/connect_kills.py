@@ -46,7 +46,7 @@ class Scenario:
     seed: int
     keys_per_cache: int = 400
     caches: int = 4
-    kill_delay_s: tuple[float, float] = (1.0, 12.0)
+    kill_delay_s: tuple[float, float] = (3.0, 30.0)
     """A kill comes this long (uniform, seeded) after the driver's Spark session is up."""
     faults: dict[int, Fault] = field(default_factory=dict)
     """Connector run number → a grid fault done during that run."""
@@ -65,6 +65,8 @@ class Run:
     workload: Child | None = None
     connector: Child | None = None
     workload_restarts: int = 0
+    runs_with_batches: int = 0
+    """Connector runs killed after at least one batch of theirs was reported."""
     figures: dict[str, Any] = field(default_factory=dict)
 
     def restart_workload(self, kill: bool = True) -> None:
@@ -132,6 +134,7 @@ def run_kills(scenario: Scenario, tmp: Path, bootstrap: str) -> tuple[Verdict, d
                     fault(run)
                     fault = None
             run.connector.kill()
+            run.runs_with_batches += any(" batch " in line for line in run.connector.seen)
             run.connector = start_connector(connector_config, tmp / "connector.log")
         print(f"kill delays (s): {delays}", flush=True)
         _finish_workload(run)
@@ -158,6 +161,7 @@ def run_kills(scenario: Scenario, tmp: Path, bootstrap: str) -> tuple[Verdict, d
         verdict = check(expected_tokens(ops), final, reader.records)
         figures = {"grid": scenario.grid["kind"], "seed": scenario.seed,
                    "kills": scenario.kills, "workload_restarts": run.workload_restarts,
+                   "killed_runs_with_batches": run.runs_with_batches,
                    "changes": len(ops), "records_read": reader.count,
                    "missing": len(verdict.missing), "duplicates": len(verdict.duplicates),
                    "out_of_order": len(verdict.out_of_order),
