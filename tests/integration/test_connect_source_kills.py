@@ -114,7 +114,7 @@ def _restart_space_owner(run: Run) -> None:
 @pytest.mark.timeout(3600)
 def test_space_backlog_survives_restarts_of_the_space_owner(kafka_bootstrap: str,
                                                             tmp_path: Path) -> None:
-    scenario = space_scenario(tmp_path, ops=20_000, kills=4, seed=203,
+    scenario = space_scenario(tmp_path, ops=20_000, kills=4, seed=203, workload_s=150,
                               faults={1: _restart_space_owner, 2: _restart_space_owner})
     verdict, figures = run_kills(scenario, tmp_path, kafka_bootstrap)
     assert figures["workload_restarts"] == 2
@@ -130,7 +130,8 @@ def test_hazelcast_backlog_survives_the_loss_of_one_member_of_two(
         run.figures["member_killed"] = 2
 
     scenario = hazelcast_scenario(two_members.settings.cluster_name, two_members.addresses,
-                                  ops=20_000, kills=4, seed=204, faults={1: lose_member})
+                                  ops=20_000, kills=4, seed=204, workload_s=120,
+                                  faults={1: lose_member})
     verdict, figures = run_kills(scenario, tmp_path, kafka_bootstrap)
     assert figures["member_killed"] == 2
     assert_exactly_once(verdict, figures, 4, 20_000)
