@@ -72,6 +72,7 @@ class Run:
     def restart_workload(self, kill: bool = True) -> None:
         """Kill (or let finish) the workload's process and start it again where it was."""
         assert self.workload is not None
+        assert self.workload.poll() is None, "the workload ended before its process's restart"
         if kill:
             self.workload.kill()
         first = self.workload.last_op + 1

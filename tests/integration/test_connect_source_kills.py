@@ -126,6 +126,7 @@ def test_space_backlog_survives_restarts_of_the_space_owner(kafka_bootstrap: str
 def test_hazelcast_backlog_survives_the_loss_of_one_member_of_two(
         kafka_bootstrap: str, tmp_path: Path, two_members: PrivateCluster) -> None:
     def lose_member(run: Run) -> None:
+        assert run.workload is not None and run.workload.poll() is None, "workload ended"
         two_members.kill(2)
         run.figures["member_killed"] = 2
 
