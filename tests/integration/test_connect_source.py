@@ -161,7 +161,7 @@ def _writer(grid: Grid, caches: list[str], keys: int, rounds: int, stop: threadi
 def test_backlog_survives_sigkill_of_the_driver(grid: Grid, tmp_path: Path,
                                                 prefix: str) -> None:
     caches = [grid.new_cache() for _ in range(2)]
-    keys, rounds = 25, 120
+    keys, rounds = 25, 200
     fill(grid, caches, keys, 0)
     cfg = config(grid, tmp_path / "ckpt", prefix, caches)
     path = tmp_path / "source.json"

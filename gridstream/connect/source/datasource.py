@@ -47,7 +47,8 @@ from gridstream.connect.transforms import build_chain
 from gridstream.errors import GridError, PositionLostError
 from gridstream.grid.contract import GridAdapter, Position
 
-__all__ = ["FORMAT", "GridSourceDataSource", "GridStreamReader", "consumer_name"]
+__all__ = ["FORMAT", "GridSourceDataSource", "GridStreamReader", "consumer_name",
+           "source_options"]
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,28 @@ def _work_from(payload: str) -> tuple[Work | None, int, list[dict[str, str]]]:
     return Work(**w), int(raw["t"]), []
 
 
+SECRET_OPTION = "registry.secret"  # noqa: S105 - an option name, not a password
+"""The option holding the converter's registry credentials: Spark redacts options whose
+name matches ``spark.redaction.regex`` (``secret``, ``password``, ...) wherever it prints
+them."""
+
+
+def source_options(config: SourceConnectorConfig, allowed: Sequence[str]) -> dict[str, str]:
+    """The data source's options: the config without Kafka properties (the reader needs
+    none), the allowed filter modules, and the registry's credentials apart."""
+    options = {"config": config.model_dump_json(exclude={"kafka"}), "allowed": ",".join(allowed)}
+    secret = config.converter.schema_registry_user_info
+    if secret is not None:
+        options[SECRET_OPTION] = secret.get_secret_value()
+    return options
+
+
 def _config(options: dict[str, str]) -> tuple[SourceConnectorConfig, tuple[str, ...]]:
-    config = SourceConnectorConfig.model_validate_json(options["config"])
+    raw = orjson.loads(options["config"])
+    secret = options.get(SECRET_OPTION)
+    if secret is not None:
+        raw["converter"]["schema_registry_user_info"] = secret
+    config = SourceConnectorConfig.model_validate(raw)
     allowed = tuple(a for a in options.get("allowed", "").split(",") if a)
     return config, allowed
 

@@ -311,6 +311,8 @@ class Planner:
             raise PositionLostError(f"the position belongs to lineage {pos.lineage!r}, the "
                                     f"grid is now {end.lineage!r}", cache=cache,
                                     detail="lineage")
+        if dict(end.next_seqs) == dict(pos.next_seqs):
+            return end  # nothing written since: nothing can have overflowed
         oldest = grid.start_position(cache)
         for stream, seq in pos.next_seqs.items():
             if seq < oldest.next_seqs.get(stream, 0):
