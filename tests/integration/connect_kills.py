@@ -48,6 +48,11 @@ class Scenario:
     caches: int = 4
     kill_delay_s: tuple[float, float] = (3.0, 30.0)
     """A kill comes this long (uniform, seeded) after the driver's Spark session is up."""
+    after_batch_share: float = 0.5
+    """The share of kills timed from the run's first batch line instead (most runs are
+    killed before a batch completes otherwise: a restarted driver re-runs the batch in
+    flight, which takes most of the startup delay)."""
+    after_batch_delay_s: tuple[float, float] = (0.0, 4.0)
     faults: dict[int, Fault] = field(default_factory=dict)
     """Connector run number → a grid fault done during that run."""
     catch_up_s: float = 900
@@ -120,12 +125,18 @@ def run_kills(scenario: Scenario, tmp: Path, bootstrap: str) -> tuple[Verdict, d
         reader.assign()
         ready_checkpoint(reader, caches, alive=lambda: _alive(run.connector))
         hold.touch()
-        delays = []
+        delays: list[str] = []
         for number in range(scenario.kills):
             assert run.connector is not None
             run.connector.wait_for(lambda line: line.startswith("spark ready"))
-            delay = rng.uniform(*scenario.kill_delay_s)
-            delays.append(round(delay, 2))
+            if rng.random() < scenario.after_batch_share:
+                # after this run's first batch: most likely inside one planned after it
+                run.connector.wait_for(lambda line: " batch " in line)
+                delay = rng.uniform(*scenario.after_batch_delay_s)
+                delays.append(f"batch+{delay:.2f}")
+            else:
+                delay = rng.uniform(*scenario.kill_delay_s)
+                delays.append(f"{delay:.2f}")
             fault = scenario.faults.get(number)
             deadline = time.monotonic() + delay
             while time.monotonic() < deadline:
@@ -137,7 +148,8 @@ def run_kills(scenario: Scenario, tmp: Path, bootstrap: str) -> tuple[Verdict, d
             run.connector.kill()
             run.runs_with_batches += any(" batch " in line for line in run.connector.seen)
             run.connector = start_connector(connector_config, tmp / "connector.log")
-        print(f"kill delays (s): {delays}", flush=True)
+        print(f"kill delays (s after the session is up, or after a batch): {delays}",
+              flush=True)
         _finish_workload(run)
         final_grid = grid_state(scenario.adapter, caches)
         planned = {slot: value for slot, value in final_state(ops).items()
