@@ -30,3 +30,18 @@ def test_offsets_of_a_grid_source_do_not_break_the_runner() -> None:
     assert _lag(_progress(end, latest)) is None
     assert _lag(_progress({"c": {"p": [1, 2]}}, {"c": {"p": [3]}})) is None
     assert _lag(_progress({"c": {"p": True}}, {"c": {"p": 3}})) is None
+
+
+def test_a_source_connector_s_offsets_give_no_lag_and_no_error() -> None:
+    """The offsets the source connector keeps (nested per-cache positions, snapshot
+    progress, events): int() of a dict raised TypeError and stopped every run."""
+    import json
+
+    position = {"lineage": "5c1d", "next": {"log": 120}}
+    offset = {"v": 1, "t": 1700000000000,
+              "caches": {"Orders": {"stream": position},
+                         "Users": {"snapshot": {"file": "s-1", "rows": 0, "done": 0},
+                                   "stream": position}},
+              "events": {"0": {"kind": "discovered", "cache": "Users"}}}
+    progress = {"sources": [{"endOffset": json.dumps(offset), "latestOffset": offset}]}
+    assert _lag(progress) is None
