@@ -285,11 +285,29 @@ def drain_query(start: Callable[[], Any], reports: Callable[[], Sequence[Any]],
             "batches": len(with_rows)}
 
 
+def prerun(start: Callable[[], Any], failure: Callable[[], BaseException | None],
+           timeout_s: float = 300.0) -> None:
+    """Start a query, wait until its first batch completed (its offsets and commit are in
+    the checkpoint), stop it: a later start resumes from there."""
+    query = start()
+    try:
+        deadline = time.perf_counter() + timeout_s
+        while not query.recentProgress:
+            error = failure() or query.exception()
+            if error is not None:
+                raise AssertionError(f"the connector failed: {error}")
+            if time.perf_counter() > deadline:
+                raise AssertionError(f"no batch completed after {timeout_s} s")
+            time.sleep(0.1)
+    finally:
+        query.stop()
+
+
 def _wait_progress(query: Any, expected: int) -> list[dict[str, Any]]:
     """The query's progress reports once they count ``expected`` input rows (Spark posts
     a batch's progress just after its ``foreachBatch`` returns)."""
     for _ in range(100):
-        progress = [p.json and orjson.loads(p.json) for p in query.recentProgress]
+        progress = [orjson.loads(p.json) for p in query.recentProgress]
         if sum(p["numInputRows"] for p in progress) >= expected:
             return progress
         time.sleep(0.05)

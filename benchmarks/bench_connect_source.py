@@ -28,8 +28,10 @@ Usage: python benchmarks/bench_connect_source.py [--changes 100000] [--keys 5000
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -47,9 +49,11 @@ from benchmarks._connect_bench import (
     count_records,
     create_topics,
     delete_topics,
+    drain_query,
     entry,
     hazelcast_workload,
     names,
+    prerun,
     ratio,
     raw_journal_drain,
     summary,
@@ -69,13 +73,20 @@ FIXED = (PropertySpec("id", "str"), PropertySpec("name", "str"), PropertySpec("q
 Side = Callable[[], dict[str, float]]
 
 
-def space_workload(data_dir: str, caches: list[str], mirror_topics: dict[str, str],
-                   changes: int, keys: int) -> None:
+def space_types(data_dir: str, caches: list[str], mirror_topics: dict[str, str]) -> None:
+    """A fresh Space with the caches' types (their topics: the mirror's)."""
     space = Space.embedded("bench", data_dir=data_dir)
     try:
         for cache in caches:
             space.introduce_type(TypeDescriptor(name=cache, id_property="id",
                                                 topic=mirror_topics[cache], fixed=FIXED))
+    finally:
+        space.close()
+
+
+def space_workload(data_dir: str, caches: list[str], changes: int, keys: int) -> None:
+    space = Space.embedded("bench", data_dir=data_dir)
+    try:
         for i in range(changes):
             space.write(SpaceDocument(cache_of(i, caches), entry(i, keys)))
     finally:
@@ -114,6 +125,57 @@ def _check(counts: dict[str, int], expected: int, exact: bool, side: str) -> Non
                              f"{'exactly ' if exact else 'at least '}{expected}")
 
 
+class SourceSide:
+    """The source connector on one grid with one ``deliveryGuarantee``: per round a fresh
+    checkpoint and topics, started once before the workload (so that it resumes, under
+    BACKLOG, from the positions the workload starts at), then run until it drained it."""
+
+    def __init__(self, spark: Any, bootstrap: str, grid: dict[str, Any], guarantee: str,
+                 partitions: int, root: str) -> None:
+        self.spark, self.bootstrap, self.grid = spark, bootstrap, grid
+        self.guarantee, self.partitions, self.root = guarantee, partitions, root
+        self.topics: list[str] = []
+        self.round_topics: list[str] = []
+        self.checkpoint, self.prefix, self.caches = "", "", [""]
+
+    def _connector(self) -> Any:
+        from gridstream.connect.config import SourceConnectorConfig
+        from gridstream.connect.source import SourceConnector
+
+        config = SourceConnectorConfig.model_validate({
+            "name": f"bench-{uuid.uuid4().hex[:8]}", "grid": self.grid,
+            "checkpoint": self.checkpoint, "failoverPolicy": "BACKLOG",
+            "shallLoadInitialData": False, "deliveryGuarantee": self.guarantee,
+            "topicPrefix": self.prefix, "topic.creation.default.partitions": self.partitions,
+            "cacheWhitelist": [re.escape(c) for c in self.caches]})
+        return SourceConnector(config, bootstrap_servers=self.bootstrap)
+
+    def prepare(self, caches: list[str]) -> None:
+        self.caches = caches
+        self.checkpoint = tempfile.mkdtemp(prefix="checkpoint-", dir=self.root)
+        self.prefix = f"s{self.guarantee[0]}-"
+        self.round_topics = [self.prefix + c for c in caches]
+        create_topics(self.bootstrap, self.round_topics, self.partitions)
+        self.topics += self.round_topics
+        connector = self._connector()
+        try:
+            prerun(lambda: connector.start(self.spark), lambda: connector.failure)
+        finally:
+            connector.close()
+
+    def run(self, expected: int) -> dict[str, float]:
+        connector = self._connector()
+        try:
+            run = drain_query(lambda: connector.start(self.spark),
+                              lambda: list(connector.reports), lambda: connector.failure,
+                              expected)
+        finally:
+            connector.close()
+        _check(count_records(self.bootstrap, self.round_topics), expected,
+               self.guarantee == "exactly_once", f"connector {self.guarantee}")
+        return run
+
+
 def _rounds(repeat: int, prepare: Callable[[], None],
             sides: dict[str, Side]) -> dict[str, list[dict[str, float]]]:
     """Each round prepares a fresh workload, then runs every side on it, in the given
@@ -132,23 +194,32 @@ def _rounds(repeat: int, prepare: Callable[[], None],
 
 
 class SpaceRound:
-    """One fresh Space workload per round, drained by every side of (a)."""
+    """One fresh Space per round: its types, the connectors' checkpoints, then the
+    workload, drained by every side of (a)."""
 
-    def __init__(self, bootstrap: str, changes: int, keys: int, partitions: int) -> None:
+    def __init__(self, bootstrap: str, changes: int, keys: int, partitions: int,
+                 root: str, connectors: list[SourceSide]) -> None:
         self.bootstrap, self.changes, self.keys = bootstrap, changes, keys
-        self.partitions = partitions
-        self.root = tempfile.mkdtemp(prefix="bench-connect-space-")
+        self.partitions, self.root, self.connectors = partitions, root, connectors
         self.topics: list[str] = []
-        self.data_dir = ""
+        self.data_dir = tempfile.mkdtemp(dir=root)
         self.caches: list[str] = []
+
+    def grid(self) -> dict[str, Any]:
+        return {"kind": "space", "data_dir": self.data_dir, "space_name": "bench"}
 
     def fresh(self) -> None:
         self.data_dir = tempfile.mkdtemp(dir=self.root)
+        for side in self.connectors:
+            side.grid = self.grid()
         self.caches = names("bsrc")
         mirror_topics = {c: f"m-{c}" for c in self.caches}
         create_topics(self.bootstrap, mirror_topics.values(), self.partitions)
         self.topics += mirror_topics.values()
-        space_workload(self.data_dir, self.caches, mirror_topics, self.changes, self.keys)
+        space_types(self.data_dir, self.caches, mirror_topics)
+        for side in self.connectors:
+            side.prepare(self.caches)
+        space_workload(self.data_dir, self.caches, self.changes, self.keys)
 
     def mirror(self) -> dict[str, float]:
         run = mirror_drain(self.data_dir, self.bootstrap, self.changes)
@@ -157,17 +228,19 @@ class SpaceRound:
         return run
 
     def close(self) -> None:
-        delete_topics(self.bootstrap, self.topics)
-        shutil.rmtree(self.root, ignore_errors=True)
+        delete_topics(self.bootstrap, self.topics + [t for s in self.connectors
+                                                      for t in s.topics])
 
 
 class HazelcastRound:
-    """Fresh maps per round, filled once, drained by every side of (b)."""
+    """Fresh maps per round (one put each, then the connectors' checkpoints and the raw
+    sides' positions), then the workload, drained by every side of (b)."""
 
     def __init__(self, grid: HazelcastAdapter, bootstrap: str, changes: int, keys: int,
-                 partitions: int) -> None:
+                 partitions: int, connectors: list[SourceSide]) -> None:
         self.grid, self.bootstrap = grid, bootstrap
         self.changes, self.keys, self.partitions = changes, keys, partitions
+        self.connectors = connectors
         self.caches: list[str] = []
         self.all_caches: list[str] = []
         self.topics: list[str] = []
@@ -176,14 +249,12 @@ class HazelcastRound:
     def fresh(self) -> None:
         self.caches = names("bsrc")
         self.all_caches += self.caches
-        # the maps exist (one put each) before the positions are taken; the workload
-        # follows, so every side drains exactly ``changes`` changes
-        for cache in self.caches:
+        for cache in self.caches:  # the maps exist before the positions are taken
             hazelcast_workload(self.grid, [cache], 1, 1)
         self.starts = {c: self.grid.end_position(c) for c in self.caches}
-        started = time.perf_counter()
+        for side in self.connectors:
+            side.prepare(self.caches)
         hazelcast_workload(self.grid, self.caches, self.changes, self.keys)
-        self.write_s = time.perf_counter() - started
 
     def raw(self, transactional: bool) -> dict[str, float]:
         topics = {c: f"r{'t' if transactional else 'i'}-{c}" for c in self.caches}
@@ -196,7 +267,8 @@ class HazelcastRound:
         return run
 
     def close(self) -> None:
-        delete_topics(self.bootstrap, self.topics)
+        delete_topics(self.bootstrap, self.topics + [t for s in self.connectors
+                                                      for t in s.topics])
         for cache in self.all_caches:
             self.grid.client.get_map(cache).blocking().destroy()
 
@@ -223,33 +295,74 @@ def main() -> int:
                               "caches": CACHES, "keys_per_cache": args.keys,
                               "repeat": args.repeat, "partitions": args.partitions}
     loads = [os.getloadavg()[0]]
-    if "space" in args.grids:
-        space = SpaceRound(bootstrap, args.changes, args.keys, args.partitions)
-        try:
-            runs = _rounds(args.repeat, space.fresh, {"mirror_exactly_once": space.mirror})
-        finally:
-            space.close()
-        result["space"] = {side: summary(r, args.changes) for side, r in runs.items()}
-        loads.append(os.getloadavg()[0])
-    if "hazelcast" in args.grids:
-        config = HazelcastGridConfig(cluster_name=hz.settings.cluster_name,
-                                     members=(hz.address,))
-        with HazelcastAdapter(config) as grid:
-            round_ = HazelcastRound(grid, bootstrap, args.changes, args.keys, args.partitions)
+    spark = None
+    if not args.baselines_only:
+        from gridstream.spark import get_spark
+
+        started = time.perf_counter()
+        spark = get_spark(app_name="bench-connect-source")
+        result["spark_session_s"] = round(time.perf_counter() - started, 2)
+    root = tempfile.mkdtemp(prefix="bench-connect-source-")
+
+    def connectors(grid: dict[str, Any]) -> dict[str, SourceSide]:
+        if spark is None:
+            return {}
+        return {f"connector_{g}": SourceSide(spark, bootstrap, grid, g, args.partitions, root)
+                for g in ("exactly_once", "at_least_once")}
+
+    try:
+        if "space" in args.grids:
+            space_sides = connectors({})
+            space = SpaceRound(bootstrap, args.changes, args.keys, args.partitions, root,
+                               list(space_sides.values()))
             try:
-                runs = _rounds(args.repeat, round_.fresh, {
-                    "raw_transactional": lambda: round_.raw(True),
-                    "raw_idempotent": lambda: round_.raw(False)})
+                runs = _rounds(args.repeat, space.fresh, {
+                    "mirror_exactly_once": space.mirror,
+                    **{n: functools.partial(s.run, args.changes) for n, s in space_sides.items()}})
             finally:
-                round_.close()
-        hz_result = {side: summary(r, args.changes) for side, r in runs.items()}
-        hz_result["ratios"] = {"raw_idempotent/raw_transactional": ratio(
-            hz_result["raw_idempotent"], hz_result["raw_transactional"])}
-        result["hazelcast"] = hz_result
-        loads.append(os.getloadavg()[0])
+                space.close()
+            result["space"] = _figures(runs, args.changes, "mirror_exactly_once")
+            loads.append(os.getloadavg()[0])
+        if "hazelcast" in args.grids:
+            config = HazelcastGridConfig(cluster_name=hz.settings.cluster_name,
+                                         members=(hz.address,))
+            hz_sides = connectors({"kind": "hazelcast", "cluster_name": config.cluster_name,
+                                   "members": list(config.members)})
+            with HazelcastAdapter(config) as grid:
+                round_ = HazelcastRound(grid, bootstrap, args.changes, args.keys,
+                                        args.partitions, list(hz_sides.values()))
+                try:
+                    runs = _rounds(args.repeat, round_.fresh, {
+                        "raw_transactional": lambda: round_.raw(True),
+                        "raw_idempotent": lambda: round_.raw(False),
+                        **{n: functools.partial(s.run, args.changes)
+                           for n, s in hz_sides.items()}})
+                finally:
+                    round_.close()
+            result["hazelcast"] = _figures(runs, args.changes, "raw_transactional",
+                                           "raw_idempotent")
+            loads.append(os.getloadavg()[0])
+    finally:
+        if spark is not None:
+            spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
     result["load_1min"] = [round(v, 2) for v in loads]
     print(json.dumps(result, indent=2))
     return 0
+
+
+def _figures(runs: dict[str, list[dict[str, float]]], changes: int,
+             *bases: str) -> dict[str, Any]:
+    """Each side's summary and the ratios: the exactly-once connector against the first
+    baseline (the goal), the at-least-once one against the last, and (c) at-least-once
+    against exactly-once."""
+    out: dict[str, Any] = {side: summary(r, changes) for side, r in runs.items()}
+    pairs = [("raw_idempotent", "raw_transactional"),
+             ("connector_exactly_once", bases[0]), ("connector_at_least_once", bases[-1]),
+             ("connector_exactly_once", "connector_at_least_once")]
+    out["ratios"] = {f"{a}/{b}": ratio(out[a], out[b]) for a, b in pairs
+                     if a in out and b in out and a != b}
+    return out
 
 
 if __name__ == "__main__":
