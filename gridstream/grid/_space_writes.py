@@ -9,6 +9,10 @@ mark (a tombstone): a late put with an older version cannot bring the entry back
 
 A write without a version is applied unless it changes nothing: a put of the value the
 entry already holds, or a remove of an absent key, is skipped, so a re-run logs nothing.
+
+Without overwrite, only each key's first put is considered (``first_puts``) and it is
+applied only when the key is absent (and, with a version, when the version is newer than
+the one held), so a re-run finds every key present and changes nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 import orjson
 
 from gridstream.errors import CodecError, GridError, SpaceError
-from gridstream.grid.contract import Key, Value, Write
+from gridstream.grid.contract import Key, Value, Write, first_puts
 from gridstream.model import DocumentType, SpaceDocument
 from gridstream.operations import TypeDescriptor
 from gridstream.protocol.values import restore, wire_default
@@ -45,14 +49,17 @@ def mark_id(source: str, cache: str, key: Key) -> str:
 
 
 def apply_writes(space: Space, cache: str, writes: Sequence[Write], id_property: str,
-                 source: str) -> int:
-    """Apply ``writes`` to ``cache`` in one transaction; how many were not skipped."""
+                 source: str, *, overwrite: bool = True) -> int:
+    """Apply ``writes`` to ``cache`` in one transaction; how many were not skipped.
+    ``overwrite=False``: puts of absent keys only (see the module docstring)."""
     for w in writes:
         if type(w.key) not in (str, int):
             raise GridError(f"{cache}: a key must be a str or an int, not "
                             f"{type(w.key).__name__}")
         if w.version is not None and (type(w.version) is not int or w.version < 0):
             raise GridError(f"{cache} key {w.key!r}: a version must be a non-negative int")
+    if not overwrite:
+        writes = first_puts(writes)
     try:
         descriptor = _ensure_type(space, cache, id_property)
         if any(w.version is not None for w in writes):
@@ -60,7 +67,7 @@ def apply_writes(space: Space, cache: str, writes: Sequence[Write], id_property:
         applied = 0
         with space.transaction() as tx:
             for w in writes:
-                applied += _apply_one(tx, cache, descriptor, w, source)
+                applied += _apply_one(tx, cache, descriptor, w, source, overwrite)
     except SpaceError as exc:
         raise GridError(f"{cache}: the Space refused the batch (nothing applied): "
                         f"{exc}") from exc
@@ -75,7 +82,7 @@ def _ensure_type(space: Space, cache: str, id_property: str) -> TypeDescriptor:
 
 
 def _apply_one(tx: Transaction, cache: str, descriptor: TypeDescriptor, w: Write,
-               source: str) -> int:
+               source: str, overwrite: bool) -> int:
     mark = mark_id(source, cache, w.key) if w.version is not None else None
     if mark is not None and w.version is not None:
         held = tx.read_versioned(SpaceDocument(APPLIED_TYPE), mark)
@@ -83,6 +90,8 @@ def _apply_one(tx: Transaction, cache: str, descriptor: TypeDescriptor, w: Write
             return 0
     template = SpaceDocument(cache)
     current = tx.read_versioned(template, w.key)
+    if not overwrite and current is not None:
+        return 0
     done = 0
     if w.value is None:
         if current is not None:

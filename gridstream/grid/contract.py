@@ -35,6 +35,7 @@ __all__ = [
     "Position",
     "Value",
     "Write",
+    "first_puts",
 ]
 
 Key = str | int
@@ -144,6 +145,19 @@ class Write:
     version: int | None = None
 
 
+def first_puts(writes: Sequence[Write]) -> list[Write]:
+    """What ``apply(..., overwrite=False)`` considers: each key's first put, in the
+    batch's order (removes never apply without overwrite)."""
+    seen: set[tuple[type, Key]] = set()
+    out: list[Write] = []
+    for write in writes:
+        ident = (type(write.key), write.key)
+        if write.value is not None and ident not in seen:
+            seen.add(ident)
+            out.append(write)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class CacheEvent:
     kind: Literal["created", "removed"]
@@ -211,6 +225,12 @@ class GridAdapter(ABC):
         is no longer valid (another lineage, overflowed, retained no longer)."""
 
     @abstractmethod
-    def apply(self, cache: str, writes: Sequence[Write]) -> None:
+    def apply(self, cache: str, writes: Sequence[Write], *, overwrite: bool = True) -> None:
         """Apply puts and removes to ``cache``, creating it if missing. Applying the same
-        batch again leaves the cache as the first application did."""
+        batch again leaves the cache as the first application did.
+
+        ``overwrite=False`` never changes an entry the cache holds: a put is applied only
+        when its key is absent (of several puts of one key in the batch, the first:
+        ``first_puts``), and removes are skipped. With versions, a put is applied only
+        when it is not older than the version held (as with overwrite) and its key is
+        absent."""

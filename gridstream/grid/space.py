@@ -358,18 +358,20 @@ class SpaceAdapter(GridAdapter):
 
     # ------------------------------------------------------------ writing
 
-    def apply(self, cache: str, writes: Sequence[Write]) -> None:
+    def apply(self, cache: str, writes: Sequence[Write], *, overwrite: bool = True) -> None:
         """One Space transaction per call (all or nothing). Creates a missing cache as a
         document type whose id property is ``config.id_property``; a value gets its key
         as its id property (a different id there is refused). Idempotent: see
-        ``gridstream.grid._space_writes``."""
+        ``gridstream.grid._space_writes``. ``overwrite=False``: puts of absent keys only
+        (``GridAdapter.apply``)."""
         self._log()
         if self._space is None:
             raise GridError(f"{cache}: the adapter is read-only; give it the open Space "
                             "or set writable=True (only the Space's owner can write)")
         if cache == APPLIED_TYPE:
             raise GridError(f"{cache!r} is reserved for the adapter's bookkeeping")
-        apply_writes(self._space, cache, writes, self.config.id_property, self.config.source)
+        apply_writes(self._space, cache, writes, self.config.id_property, self.config.source,
+                     overwrite=overwrite)
 
 
 def _close_quietly(reader: EmbeddedLogReader) -> None:

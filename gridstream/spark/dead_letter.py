@@ -67,8 +67,14 @@ def _header(name: str, value: Column) -> Column:
 
 
 def write_dead_letters(bad: DataFrame, topic: str, pipeline: str,
-                       kafka_options: Mapping[str, str]) -> None:
-    """Write the bad records to ``topic`` (Spark's Kafka batch writer, acks=all)."""
+                       kafka_options: Mapping[str, str], *, origin_header: str = H_PIPELINE,
+                       more_headers: Mapping[str, str] | None = None) -> None:
+    """Write the bad records to ``topic`` (Spark's Kafka batch writer, acks=all).
+
+    ``bad`` has the columns ``key``, ``value``, ``headers``, ``error``, ``topic``,
+    ``kafka_partition`` and ``offset``; ``pipeline`` goes into the header
+    ``origin_header`` (a connector names itself in ``gs.error.connector``), and each
+    ``more_headers`` entry (header name → column of ``bad``) adds a header."""
     import pyspark.sql.functions as F
 
     empty = F.array().cast("array<struct<key:string,value:binary>>")
@@ -77,7 +83,8 @@ def write_dead_letters(bad: DataFrame, topic: str, pipeline: str,
         _header(H_TOPIC, F.col("topic")),
         _header(H_PARTITION, F.col("kafka_partition")),
         _header(H_OFFSET, F.col("offset")),
-        _header(H_PIPELINE, F.lit(pipeline)),
+        _header(origin_header, F.lit(pipeline)),
+        *(_header(name, F.col(column)) for name, column in (more_headers or {}).items()),
     )
     letters = bad.select(
         F.col("key"), F.col("value"),

@@ -24,6 +24,7 @@ from gridstream.kafka import redact
 from gridstream.spark.config import PipelineConfig, parse_trigger
 from gridstream.spark.dead_letter import ErrorPolicy, raise_first, write_dead_letters
 from gridstream.spark.envelope import MalformedEnvelopeError, decode_envelopes
+from gridstream.spark.kafka_source import check_consumer_properties, client_options, source_options
 from gridstream.spark.sinks import BatchSink, SinkResult, create_sink
 from gridstream.spark.types import TypeRegistry
 
@@ -32,11 +33,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["BatchReport", "StorePipeline"]
-
-_FORBIDDEN = frozenset({"auto.offset.reset", "enable.auto.commit", "key.deserializer",
-                        "value.deserializer", "interceptor.classes"})
-"""Consumer properties Spark's Kafka source manages itself."""
-
 
 @dataclass(frozen=True)
 class BatchReport:
@@ -73,10 +69,7 @@ class StorePipeline:
         self.sink = sink or create_sink(config.sink, self.types)
         self.bootstrap_servers = config.bootstrap_servers or bootstrap_servers or "127.0.0.1:9092"
         self.kafka_properties = {**(kafka_properties or {}), **config.kafka}
-        bad = _FORBIDDEN & set(self.kafka_properties)
-        if bad:
-            raise ConfigError(f"pipeline {config.name!r}: Spark's Kafka source manages "
-                              f"{', '.join(sorted(bad))} itself; remove them")
+        check_consumer_properties(self.kafka_properties, f"pipeline {config.name!r}")
         self.reports: deque[BatchReport] = deque(maxlen=1000)
         self._headers_read = False
         self.failure: BaseException | None = None
@@ -86,28 +79,18 @@ class StorePipeline:
         return self.config.name
 
     def _client_options(self) -> dict[str, str]:
-        options = {"kafka.bootstrap.servers": self.bootstrap_servers}
-        options.update({f"kafka.{k}": _text(v) for k, v in self.kafka_properties.items()})
-        return options
+        return client_options(self.bootstrap_servers, self.kafka_properties)
 
     def source_options(self) -> dict[str, str]:
         """The Kafka source's options (secrets included: never print them)."""
         c = self.config
-        options = self._client_options()
-        options["kafka.isolation.level"] = c.isolation_level
-        if c.topics is not None:
-            options["subscribe"] = ",".join(c.topics)
-        else:
-            options["subscribePattern"] = str(c.pattern)
         # Headers cost the source ~20 % of a batch and only malformed records need them:
         # those are read again with their headers (_with_headers).
-        options.update(startingOffsets=c.starting_offsets, includeHeaders="false",
-                       failOnDataLoss=_text(c.fail_on_data_loss))
-        if c.max_offsets_per_trigger is not None:
-            options["maxOffsetsPerTrigger"] = str(c.max_offsets_per_trigger)
-        if c.min_partitions is not None:
-            options["minPartitions"] = str(c.min_partitions)
-        return options
+        return source_options(
+            self.bootstrap_servers, self.kafka_properties, topics=c.topics, pattern=c.pattern,
+            starting_offsets=c.starting_offsets, isolation_level=c.isolation_level,
+            fail_on_data_loss=c.fail_on_data_loss, include_headers=False,
+            max_offsets_per_trigger=c.max_offsets_per_trigger, min_partitions=c.min_partitions)
 
     def close(self) -> None:
         """Close the sink (the runner calls this when the run ends)."""
@@ -346,8 +329,3 @@ def _observed(seen: Observation, timeout_s: float) -> dict[str, Any] | None:
         pause = min(pause * 2, 0.05)
     return dict(seen.get)
 
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

@@ -10,13 +10,13 @@ raise a ``StopFlag`` (no lock taken inside a handler), which the supervising loo
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gridstream._stopping import StopFlag, stop_on_signals
 from gridstream.errors import StoreError
+from gridstream.spark.kafka_source import kafka_lag
 from gridstream.spark.pipeline import StorePipeline
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class PipelineRunner:
     def _report(self, queries: dict[str, StreamingQuery]) -> None:
         for pipeline in self.pipelines:
             query = queries.get(pipeline.name)
-            lag = _lag(query.lastProgress) if query is not None else None
+            lag = kafka_lag(query.lastProgress) if query is not None else None
             while pipeline.reports:
                 self.say(pipeline.reports.popleft().line(lag))
 
@@ -130,30 +130,3 @@ class PipelineRunner:
             pipeline.close()
         spark.stop()
 
-
-def _lag(progress: dict[str, Any] | None) -> int | None:
-    """Records between the last batch's end offsets and the latest offsets (all sources,
-    all partitions), from the query's progress."""
-    if not progress:
-        return None
-    total, seen = 0, False
-    for source in progress.get("sources", []):
-        end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
-        for key, value in latest.items():
-            if key in end:
-                total += max(0, value - end[key])
-                seen = True
-    return total if seen else None
-
-
-def _offsets(raw: Any) -> dict[tuple[str, str], int]:
-    """``{"topic": {"0": 12}}`` (a dict or its JSON text) → ``{(topic, "0"): 12}``."""
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return {}
-    if not isinstance(raw, dict):
-        return {}
-    return {(t, p): int(o) for t, parts in raw.items() if isinstance(parts, dict)
-            for p, o in parts.items()}

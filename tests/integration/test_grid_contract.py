@@ -299,3 +299,31 @@ def test_an_equal_version_is_skipped(driver: GridDriver, adapter: GridAdapter) -
     assert snapshot_of(adapter, cache) == {"a": value("a", 1), "b": value("b", 1)}
     adapter.apply(cache, [Write("a", value("a", 3), version=5), Write("b", None, version=5)])
     assert snapshot_of(adapter, cache) == {"a": value("a", 1), "b": value("b", 1)}
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "unversioned"])
+def test_without_overwrite_an_entry_held_is_never_changed_nor_removed(
+        driver: GridDriver, adapter_factory: AdapterFactory, versioned: bool) -> None:
+    cache = driver.new_cache()
+    driver.put(cache, "held", value("held", 1))
+    driver.put(cache, 7, value(7, 1))
+
+    def v(n: int) -> int | None:
+        return n if versioned else None
+
+    batch = [Write("held", value("held", 2), version=v(10)), Write(7, None, version=v(11)),
+             Write("new", None, version=v(12)), Write("new", value("new", 1), version=v(13)),
+             Write("new", value("new", 2), version=v(14)), Write(8, value(8, 1), version=v(15))]
+    expected = {"held": value("held", 1), 7: value(7, 1), "new": value("new", 1),
+                8: value(8, 1)}
+    with adapter_factory() as adapter:
+        adapter.apply(cache, batch, overwrite=False)
+        assert snapshot_of(adapter, cache) == expected
+    with adapter_factory() as adapter:  # a re-run changes nothing
+        adapter.apply(cache, batch, overwrite=False)
+        adapter.apply(cache, [Write("new", value("new", 3), version=v(20)),
+                              Write(8, None, version=v(21))], overwrite=False)
+        assert snapshot_of(adapter, cache) == expected
+        adapter.apply(cache, [Write(8, None, version=v(22))])  # overwrite (the default)
+        del expected[8]
+        assert snapshot_of(adapter, cache) == expected

@@ -24,7 +24,8 @@ from hazelcast.transaction import TWO_PHASE
 from gridstream.errors import GridError
 from gridstream.grid.contract import Key, Write
 
-__all__ = ["VERSIONS_PREFIX", "apply_plain", "apply_versioned", "version_key", "versions_map"]
+__all__ = ["VERSIONS_PREFIX", "apply_absent", "apply_plain", "apply_versioned", "version_key",
+           "versions_map"]
 
 VERSIONS_PREFIX = "__gridstream.versions."
 TX_KEYS = 1000
@@ -57,6 +58,13 @@ def _plain_run(entries: Any, run: list[Write], encode: Callable[[Write], Any]) -
             future.result()
 
 
+def apply_absent(entries: Any, writes: Sequence[Write], encode: Callable[[Write], Any]) -> None:
+    """Puts of keys the map does not hold (``putIfAbsent``, in parallel); ``writes`` has
+    one put per key (``first_puts``)."""
+    for future in [entries.put_if_absent(w.key, encode(w)) for w in writes]:
+        future.result()
+
+
 def newest_per_key(writes: Sequence[Write]) -> dict[Key, Write]:
     """Each key's write with the highest version (the first one of equal versions: a
     later equal one is skipped, as it would be against the grid)."""
@@ -83,24 +91,25 @@ def _order(key: Key) -> tuple[int, str | int]:
 
 def apply_versioned(
     client: Any, cache: str, writes: Sequence[Write], encode: Callable[[Write], Any],
-    source: str, timeout_s: float,
+    source: str, timeout_s: float, overwrite: bool = True,
 ) -> int:
     """Apply each key's newest write unless the grid holds a version that is not older,
     ``TX_KEYS`` keys per transaction (so a large batch still commits within the
-    timeout); how many writes were applied."""
+    timeout); how many writes were applied. ``overwrite=False``: ``writes`` are each
+    key's first put (``first_puts``), each applied only if its key is absent too."""
     newest = newest_per_key(writes)
     # One lock order for every writer (keys sorted), so two never wait on each other.
     keys = sorted(newest, key=_order)
     applied = 0
     for start in range(0, len(keys), TX_KEYS):
         chunk = [newest[k] for k in keys[start : start + TX_KEYS]]
-        applied += _transaction(client, cache, chunk, encode, source, timeout_s)
+        applied += _transaction(client, cache, chunk, encode, source, timeout_s, overwrite)
     return applied
 
 
 def _transaction(
     client: Any, cache: str, writes: list[Write], encode: Callable[[Write], Any],
-    source: str, timeout_s: float,
+    source: str, timeout_s: float, overwrite: bool,
 ) -> int:
     transaction = client.new_transaction(timeout=timeout_s, durability=1, type=TWO_PHASE)
     transaction.begin()
@@ -113,6 +122,12 @@ def _transaction(
             vkey = version_key(source, write.key)
             held = versions.get_for_update(vkey)
             if held is not None and held >= write.version:
+                continue
+            if not overwrite:
+                assert write.value is not None  # noqa: S101 - first_puts gives puts only
+                if entries.put_if_absent(write.key, encode(write)) is None:
+                    versions.set(vkey, write.version)
+                    applied += 1
                 continue
             versions.set(vkey, write.version)
             if write.value is None:

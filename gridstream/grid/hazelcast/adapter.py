@@ -36,6 +36,7 @@ from gridstream.grid.contract import (
     Position,
     Value,
     Write,
+    first_puts,
 )
 from gridstream.grid.hazelcast import _codec, _journal, _writes
 from gridstream.grid.hazelcast._codec import JournalEvent
@@ -319,7 +320,7 @@ class HazelcastAdapter(GridAdapter):
 
     # -- writes -------------------------------------------------------------------------
 
-    def apply(self, cache: str, writes: Sequence[Write]) -> None:
+    def apply(self, cache: str, writes: Sequence[Write], *, overwrite: bool = True) -> None:
         """Puts and removes, creating the map if missing.
 
         Without versions, in the batch's order (runs of puts as one ``put_all``, runs of
@@ -327,7 +328,8 @@ class HazelcastAdapter(GridAdapter):
         key's newest write is applied unless the grid holds, for the config's ``source``,
         a version that is not older, in transactions (see ``_writes``). Either way,
         re-running a batch (after a failure anywhere in it) leaves every key it names as
-        its first complete run did.
+        its first complete run did. ``overwrite=False``: each key's first put, only if
+        the key is absent (``putIfAbsent``; with versions, inside the transaction).
         """
         entries = self._map(cache)
         for write in writes:
@@ -335,14 +337,19 @@ class HazelcastAdapter(GridAdapter):
             if write.value is not None:
                 _json(cache, write)
         versioned = any(w.version is not None for w in writes)
+        if not overwrite:
+            writes = first_puts(writes)
         try:
             if versioned:
                 _writes.apply_versioned(
                     self.client, cache, writes, lambda w: _json(cache, w),
                     source=self.config.source, timeout_s=2 * self.config.invocation_timeout_s,
+                    overwrite=overwrite,
                 )
-            else:
+            elif overwrite:
                 _writes.apply_plain(entries, writes, lambda w: _json(cache, w))
+            else:
+                _writes.apply_absent(entries, writes, lambda w: _json(cache, w))
         except HazelcastError as exc:
             raise GridError(f"cache {cache!r}: write failed: {_journal.brief(exc)}") from exc
         except GridError as exc:

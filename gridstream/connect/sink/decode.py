@@ -1,0 +1,276 @@
+"""The sink's decode step: Kafka records → grid writes, on the executors (``mapInArrow``).
+
+Each record becomes one row with a status:
+
+- ``ok``: ``cache``, ``key`` (the key as JSON text, so ``1`` and ``"1"`` stay apart) and
+  ``value`` (JSON text; null for a tombstone, which removes the key);
+- ``filtered``: ``cacheFilter`` said no (counted, not an error);
+- ``bad``: it cannot be decoded, keyed, transformed or filtered; ``stage`` and
+  ``reason`` say why, ``raw_key`` / ``raw_value`` (and ``headers`` when the batch read
+  them) keep the original for a dead letter. The driver applies the error policy.
+
+The key comes from ``keyPolicy``: ``key`` — the key converter's (a record without a key
+is bad); ``value`` — ``keyFields`` of the value (one field: its value, a string or an
+integer; several: a JSON array text of their values); ``kafka`` — ``"topic/partition/
+offset"``. The cache is ``cachePrefix`` + the topic, after the transforms: a transform
+that routes the topic (or sets the record's cache) chooses another cache. A tombstone is
+never filtered (the filter judges entries; a removal has none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from gridstream.connect.config import ConverterConfig, KeyPolicy, TransformConfig
+from gridstream.connect.converters import Converter, build_converter
+from gridstream.connect.filters import EntryFilter, load_filter
+from gridstream.connect.record import Record
+from gridstream.connect.transforms import Chain, build_chain
+from gridstream.errors import CodecError
+from gridstream.grid._space_writes import APPLIED_TYPE
+from gridstream.grid.contract import Key, Value
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["BAD", "FILTERED", "OK", "DecodeSpec", "Decoded", "Decoder", "decode_batches",
+           "output_schema"]
+
+OK: Final = "ok"
+FILTERED: Final = "filtered"
+BAD: Final = "bad"
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+
+@dataclass(frozen=True)
+class DecodeSpec:
+    """What the decode needs of a sink's config (picklable: Spark ships it)."""
+
+    connector: str
+    converter: ConverterConfig
+    key_policy: KeyPolicy
+    key_fields: tuple[str, ...] = ()
+    cache_prefix: str = ""
+    transforms: tuple[TransformConfig, ...] = ()
+    cache_filter: str | None = None
+    allowed_modules: tuple[str, ...] = ()
+    id_property: str | None = None
+    """The Space: a value's id property, which must hold the key when present (the Space
+    refuses another id; checked here so one record cannot fail a whole batch)."""
+    with_headers: bool = False
+    """The batch has a ``headers`` column (kept for dead letters)."""
+
+
+def output_schema(with_headers: bool) -> str:
+    """The decoded rows' schema (Spark DDL)."""
+    schema = ("status string, topic string, partition int, offset long, cache string, "
+              "key string, value string, stage string, reason string, raw_key binary, "
+              "raw_value binary")
+    return f"{schema}, headers {_HEADERS_TYPE}" if with_headers else schema
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """One record's outcome (see the module docstring)."""
+
+    status: str
+    cache: str | None = None
+    key: str | None = None
+    value: str | None = None
+    stage: str | None = None
+    reason: str | None = None
+
+
+class _Bad(Exception):  # noqa: N818 - a control-flow signal inside this module only
+    def __init__(self, stage: str, reason: str) -> None:
+        super().__init__(reason)
+        self.stage, self.reason = stage, reason
+
+
+@dataclass
+class Decoder:
+    """The converter, transform chain and filter of one spec (built once per worker)."""
+
+    spec: DecodeSpec
+    converter: Converter = field(init=False)
+    chain: Chain = field(init=False)
+    keep: EntryFilter | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.spec
+        self.converter = build_converter(s.converter)
+        self.chain = build_chain(s.transforms)
+        self.keep = load_filter(s.cache_filter, s.allowed_modules) if s.cache_filter else None
+
+    def decode(self, topic: str, partition: int, offset: int, key: bytes | None,
+               value: bytes | None, timestamp_ms: int | None = None,
+               headers: Sequence[tuple[str, bytes]] = ()) -> Decoded:
+        """One Kafka record's outcome."""
+        try:
+            return self._decode(topic, partition, offset, key, value, timestamp_ms, headers)
+        except _Bad as bad:
+            return Decoded(BAD, stage=bad.stage, reason=bad.reason)
+
+    def _decode(self, topic: str, partition: int, offset: int, raw_key: bytes | None,
+                raw_value: bytes | None, timestamp_ms: int | None,
+                headers: Sequence[tuple[str, bytes]]) -> Decoded:
+        try:
+            value = self.converter.decode_value(topic, raw_value)
+        except CodecError as exc:
+            raise _Bad("value", str(exc)) from exc
+        key = self._key(topic, partition, offset, raw_key, value)
+        cache = self.spec.cache_prefix + topic
+        record = Record(topic, cache, key, value, tuple(headers), timestamp_ms,
+                        f"{topic}[{partition}]@{offset}")
+        try:
+            out = self.chain(record)
+        except CodecError as exc:
+            raise _Bad("transform", str(exc)) from exc
+        if out.cache == cache and out.topic != topic:
+            out = replace(out, cache=self.spec.cache_prefix + out.topic)
+        checked = _checked_key(out.key)
+        _check_cache(out.cache)
+        if out.value is not None:
+            self._check_id(checked, out.value)
+            if self.keep is not None and not self._keeps(out.cache, checked, out.value):
+                return Decoded(FILTERED, cache=out.cache)
+        text = None if out.value is None else orjson.dumps(out.value).decode()
+        return Decoded(OK, out.cache, orjson.dumps(checked).decode(), text)
+
+    def _key(self, topic: str, partition: int, offset: int, raw: bytes | None,
+             value: Value | None) -> Key | None:
+        policy = self.spec.key_policy
+        if policy is KeyPolicy.KAFKA:
+            return f"{topic}/{partition}/{offset}"
+        if policy is KeyPolicy.KEY:
+            try:
+                key = self.converter.decode_key(raw)
+            except CodecError as exc:
+                raise _Bad("key", str(exc)) from exc
+            if key is None:
+                raise _Bad("key", "the record has no key (keyPolicy 'key')")
+            return key
+        if value is None:
+            raise _Bad("key", "a tombstone has no value to take keyFields from "
+                       "(keyPolicy 'value')")
+        fields = self.spec.key_fields
+        missing = [f for f in fields if f not in value]
+        if missing:
+            raise _Bad("key", f"the value has no key field {', '.join(map(repr, missing))}")
+        parts = [_checked_key(value[f], f) for f in fields]
+        return parts[0] if len(parts) == 1 else orjson.dumps(parts).decode()
+
+    def _check_id(self, key: Key, value: Value) -> None:
+        prop = self.spec.id_property
+        if prop is None or prop not in value:
+            return
+        held = value[prop]
+        if type(held) is not type(key) or held != key:
+            raise _Bad("key", f"the value's {prop!r} ({held!r}) is not the record's key "
+                       f"({key!r})")
+
+    def _keeps(self, cache: str, key: Key, value: Value) -> bool:
+        assert self.keep is not None  # noqa: S101 - checked by the caller
+        try:
+            return bool(self.keep(cache, key, value))
+        except Exception as exc:  # noqa: BLE001 - the operator's predicate: a record error
+            raise _Bad("filter", f"cacheFilter failed: {type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        self.converter.close()
+
+
+def _checked_key(key: object, name: str = "key") -> Key:
+    if type(key) is str and key:
+        return key
+    if type(key) is int and _LONG_MIN <= key <= _LONG_MAX:
+        return key
+    raise _Bad("key", f"{name} must be a non-empty string or a 64-bit integer, not "
+               f"{_brief(key)}")
+
+
+def _check_cache(cache: str) -> None:
+    if not cache or cache.startswith("__") or cache == APPLIED_TYPE:
+        raise _Bad("cache", f"{cache!r} is not a cache name (empty or reserved)")
+
+
+def _brief(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
+
+
+# ------------------------------------------------------------------ on the executors
+
+_DECODERS: dict[str, Decoder] = {}
+"""Per Python worker (reused across tasks): one decoder per spec."""
+
+
+def _decoder(spec: DecodeSpec) -> Decoder:
+    ident = repr(spec)
+    found = _DECODERS.get(ident)
+    if found is None:
+        found = _DECODERS[ident] = Decoder(spec)
+    return found
+
+
+def decode_batches(spec: DecodeSpec) -> Callable[[Iterator[pa.RecordBatch]],
+                                                 Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function: Kafka source rows → decoded rows
+    (``output_schema``)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        decoder = _decoder(spec)
+        for batch in batches:
+            yield _decode_batch(decoder, batch)
+
+    return run
+
+
+def _decode_batch(decoder: Decoder, batch: pa.RecordBatch) -> pa.RecordBatch:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    with_headers = decoder.spec.with_headers
+    topics = batch.column("topic").to_pylist()
+    partitions = batch.column("partition").to_pylist()
+    offsets = batch.column("offset").to_pylist()
+    keys = batch.column("key").to_pylist()
+    values = batch.column("value").to_pylist()
+    stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_pylist()
+    heads: list[Any] = (batch.column("headers").to_pylist() if with_headers
+                        else [None] * batch.num_rows)
+    out: dict[str, list[Any]] = {name: [] for name in (
+        "status", "cache", "key", "value", "stage", "reason", "raw_key", "raw_value",
+        "headers")}
+    for i in range(batch.num_rows):
+        found = [(h["key"], h["value"]) for h in heads[i]] if heads[i] else []
+        stamp = stamps[i] // 1000 if stamps[i] is not None else None
+        d = decoder.decode(topics[i], partitions[i], offsets[i], keys[i], values[i], stamp,
+                           found)
+        bad = d.status == BAD
+        for name, item in (("status", d.status), ("cache", d.cache), ("key", d.key),
+                           ("value", d.value), ("stage", d.stage), ("reason", d.reason),
+                           ("raw_key", keys[i] if bad else None),
+                           ("raw_value", values[i] if bad else None),
+                           ("headers", heads[i] if bad else None)):
+            out[name].append(item)
+    columns: dict[str, pa.Array] = {
+        "status": pa.array(out["status"], pa.string()),
+        "topic": batch.column("topic"), "partition": batch.column("partition"),
+        "offset": batch.column("offset"),
+        "cache": pa.array(out["cache"], pa.string()),
+        "key": pa.array(out["key"], pa.string()),
+        "value": pa.array(out["value"], pa.string()),
+        "stage": pa.array(out["stage"], pa.string()),
+        "reason": pa.array(out["reason"], pa.string()),
+        "raw_key": pa.array(out["raw_key"], pa.binary()),
+        "raw_value": pa.array(out["raw_value"], pa.binary()),
+    }
+    if with_headers:
+        columns["headers"] = pa.array(out["headers"], batch.column("headers").type)
+    return pa.RecordBatch.from_pydict(columns)

@@ -1,0 +1,97 @@
+"""Spark's Kafka source as every gridstream job reads it (store pipelines, the sink
+connector): the source options from typed settings, the consumer properties Spark manages
+itself, and the lag a query's progress shows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import SecretStr
+
+from gridstream.errors import ConfigError
+
+__all__ = ["SPARK_MANAGED", "check_consumer_properties", "client_options", "kafka_lag",
+           "source_options"]
+
+SPARK_MANAGED = frozenset({"auto.offset.reset", "enable.auto.commit", "key.deserializer",
+                           "value.deserializer", "interceptor.classes"})
+"""Consumer properties Spark's Kafka source manages itself."""
+
+
+def check_consumer_properties(properties: Mapping[str, Any], owner: str) -> None:
+    """``ConfigError`` (naming ``owner``) when ``properties`` set one Spark manages."""
+    bad = SPARK_MANAGED & set(properties)
+    if bad:
+        raise ConfigError(f"{owner}: Spark's Kafka source manages {', '.join(sorted(bad))} "
+                          "itself; remove them")
+
+
+def client_options(bootstrap_servers: str, properties: Mapping[str, Any]) -> dict[str, str]:
+    """``kafka.*`` options of a Spark Kafka source or sink (secrets included, unwrapped:
+    never print them)."""
+    options = {"kafka.bootstrap.servers": bootstrap_servers}
+    options.update({f"kafka.{k}": _text(v) for k, v in properties.items()})
+    return options
+
+
+def source_options(bootstrap_servers: str, properties: Mapping[str, Any], *,
+                   topics: Sequence[str] | None, pattern: str | None,
+                   starting_offsets: str, isolation_level: str = "read_committed",
+                   fail_on_data_loss: bool = True, include_headers: bool = False,
+                   max_offsets_per_trigger: int | None = None,
+                   min_partitions: int | None = None) -> dict[str, str]:
+    """The Kafka source's options: ``subscribe`` (``topics``) or ``subscribePattern``
+    (``pattern``), offsets, isolation, headers, rate limit."""
+    if (topics is None) == (pattern is None):
+        raise ConfigError("a Kafka source takes topics or a pattern, exactly one")
+    options = client_options(bootstrap_servers, properties)
+    options["kafka.isolation.level"] = isolation_level
+    if topics is not None:
+        options["subscribe"] = ",".join(topics)
+    else:
+        options["subscribePattern"] = str(pattern)
+    options.update(startingOffsets=starting_offsets, includeHeaders=_text(include_headers),
+                   failOnDataLoss=_text(fail_on_data_loss))
+    if max_offsets_per_trigger is not None:
+        options["maxOffsetsPerTrigger"] = str(max_offsets_per_trigger)
+    if min_partitions is not None:
+        options["minPartitions"] = str(min_partitions)
+    return options
+
+
+def kafka_lag(progress: Mapping[str, Any] | None) -> int | None:
+    """Records between the last batch's end offsets and the latest offsets (all sources,
+    all partitions), from a query's progress; None before the first batch."""
+    if not progress:
+        return None
+    total, seen = 0, False
+    for source in progress.get("sources", []):
+        end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
+        for key, value in latest.items():
+            if key in end:
+                total += max(0, value - end[key])
+                seen = True
+    return total if seen else None
+
+
+def _offsets(raw: Any) -> dict[tuple[str, str], int]:
+    """``{"topic": {"0": 12}}`` (a dict or its JSON text) → ``{(topic, "0"): 12}``."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {(t, p): int(o) for t, parts in raw.items() if isinstance(parts, dict)
+            for p, o in parts.items()}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
