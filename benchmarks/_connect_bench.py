@@ -13,7 +13,9 @@ is started once per benchmark process and shown once (``spark_session_s``).
 from __future__ import annotations
 
 import contextlib
+import json
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -315,6 +317,29 @@ def _wait_progress(query: Any, expected: int) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------- figures
+
+Side = Callable[[], dict[str, float]]
+
+
+def rounds(repeat: int, warmup: int, prepare: Callable[[], None] | None,
+           sides: dict[str, Side]) -> dict[str, list[dict[str, float]]]:
+    """``warmup`` rounds (not counted: Python workers start, the JVM compiles), then
+    ``repeat`` counted ones. Each round prepares a fresh workload (``prepare``), then
+    runs every side, in the given order or reversed (every other round). Each run is
+    printed on stderr as it ends."""
+    runs: dict[str, list[dict[str, float]]] = {s: [] for s in sides}
+    order = list(sides)
+    for r in range(-warmup, repeat):
+        if prepare is not None:
+            prepare()
+        for side in order if r % 2 == 0 else order[::-1]:
+            run = sides[side]()
+            if r >= 0:
+                runs[side].append(run)
+            print(json.dumps({"round": r if r >= 0 else "warm-up", "side": side,
+                              **{k: round(v, 2) for k, v in run.items()}}),
+                  file=sys.stderr, flush=True)
+    return runs
 
 
 def summary(runs: list[dict[str, float]], records: int) -> dict[str, Any]:

@@ -37,7 +37,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,7 @@ from benchmarks._connect_bench import (
     prerun,
     ratio,
     raw_journal_drain,
+    rounds,
     summary,
 )
 from gridstream import stack
@@ -70,7 +70,6 @@ from gridstream.stack.hazelcast import HazelcastService
 FIXED = (PropertySpec("id", "str"), PropertySpec("name", "str"), PropertySpec("qty", "int"),
          PropertySpec("price", "float"), PropertySpec("active", "bool"),
          PropertySpec("note", "str"))
-Side = Callable[[], dict[str, float]]
 
 
 def space_types(data_dir: str, caches: list[str], mirror_topics: dict[str, str]) -> None:
@@ -139,8 +138,9 @@ class SourceSide:
         self.checkpoint, self.prefix, self.caches = "", "", [""]
 
     def _connector(self) -> Any:
-        from gridstream.connect.config import SourceConnectorConfig
         from gridstream.connect.source import SourceConnector
+
+        from gridstream.connect.config import SourceConnectorConfig
 
         config = SourceConnectorConfig.model_validate({
             "name": f"bench-{uuid.uuid4().hex[:8]}", "grid": self.grid,
@@ -174,23 +174,6 @@ class SourceSide:
         _check(count_records(self.bootstrap, self.round_topics), expected,
                self.guarantee == "exactly_once", f"connector {self.guarantee}")
         return run
-
-
-def _rounds(repeat: int, prepare: Callable[[], None],
-            sides: dict[str, Side]) -> dict[str, list[dict[str, float]]]:
-    """Each round prepares a fresh workload, then runs every side on it, in the given
-    order or reversed (odd rounds)."""
-    runs: dict[str, list[dict[str, float]]] = {s: [] for s in sides}
-    order = list(sides)
-    for r in range(repeat):
-        prepare()
-        for side in order if r % 2 == 0 else order[::-1]:
-            run = sides[side]()
-            runs[side].append(run)
-            print(json.dumps({"round": r, "side": side,
-                              **{k: round(v, 2) for k, v in run.items()}}),
-                  file=sys.stderr, flush=True)
-    return runs
 
 
 class SpaceRound:
@@ -278,6 +261,8 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--keys", type=int, default=5_000, help="distinct keys per cache")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="rounds run first and not counted (Python workers, JIT)")
     parser.add_argument("--partitions", type=int, default=2, help="per topic")
     parser.add_argument("--grids", nargs="+", choices=["space", "hazelcast"],
                         default=["space", "hazelcast"])
@@ -316,7 +301,7 @@ def main() -> int:
             space = SpaceRound(bootstrap, args.changes, args.keys, args.partitions, root,
                                list(space_sides.values()))
             try:
-                runs = _rounds(args.repeat, space.fresh, {
+                runs = rounds(args.repeat, args.warmup, space.fresh, {
                     "mirror_exactly_once": space.mirror,
                     **{n: functools.partial(s.run, args.changes) for n, s in space_sides.items()}})
             finally:
@@ -332,7 +317,7 @@ def main() -> int:
                 round_ = HazelcastRound(grid, bootstrap, args.changes, args.keys,
                                         args.partitions, list(hz_sides.values()))
                 try:
-                    runs = _rounds(args.repeat, round_.fresh, {
+                    runs = rounds(args.repeat, args.warmup, round_.fresh, {
                         "raw_transactional": lambda: round_.raw(True),
                         "raw_idempotent": lambda: round_.raw(False),
                         **{n: functools.partial(s.run, args.changes)
