@@ -234,3 +234,11 @@ class GridAdapter(ABC):
         ``first_puts``), and removes are skipped. With versions, a put is applied only
         when it is not older than the version held (as with overwrite) and its key is
         absent."""
+
+    def acknowledge(self, consumer: str, position: Position) -> None:
+        """Tell the grid that ``consumer`` has durably delivered every change before
+        ``position`` (of every cache), so the grid's retention need not keep them for it.
+        The first call registers ``consumer``: from then on, a grid whose retention waits
+        for its consumers (the Space's log) keeps what it has not acknowledged. Grids
+        whose retention does not wait for readers (Hazelcast's journals) ignore it."""
+        return None

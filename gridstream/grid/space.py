@@ -120,6 +120,7 @@ class SpaceAdapter(GridAdapter):
         self._reader: EmbeddedLogReader | None = None
         self._streams: dict[str, TypeState] = {}
         self._watchers: list[Callable[[], None]] = []
+        self._registered: set[str] = set()
 
     def __repr__(self) -> str:
         return f"SpaceAdapter({self.config.space_name!r}, data_dir={self.config.data_dir!r})"
@@ -297,6 +298,28 @@ class SpaceAdapter(GridAdapter):
         except GridstreamError as exc:  # a logged operation the fold refuses
             self._streams.pop(cache, None)
             raise GridError(f"{cache}: cannot fold the log from seq {seq}: {exc}") from exc
+
+    def acknowledge(self, consumer: str, position: Position) -> None:
+        """Registers ``consumer`` as a consumer of the Space's log (once) and records its
+        position: log retention removes only what every registered consumer passed.
+        ``PositionLostError`` for a position of another log."""
+        reader = self._log()
+        lineage = _log_id(reader)
+        if position.lineage != lineage:
+            raise _lost(consumer, "lineage", f"the acknowledged position belongs to log "
+                        f"{position.lineage!r}, this Space's log is {lineage!r}")
+        seq = position.next_seqs.get(STREAM)
+        if seq is None or set(position.next_seqs) != {STREAM}:
+            raise ConfigError(f"{consumer}: a Space position has exactly one stream "
+                              f"{STREAM!r}, not {sorted(position.next_seqs)}")
+        try:
+            if consumer not in self._registered:
+                reader.register(consumer)
+                self._registered.add(consumer)
+            reader.acknowledge(consumer, seq)
+        except OperationLogError as exc:
+            raise GridError(f"{consumer}: cannot acknowledge seq {seq} to the Space's log: "
+                            f"{exc}") from exc
 
     def _checked_seq(self, reader: EmbeddedLogReader, cache: str, position: Position) -> int:
         lineage = _log_id(reader)
