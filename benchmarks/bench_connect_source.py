@@ -21,8 +21,8 @@ changes). Start-up and drain are measured apart (see ``benchmarks/_connect_bench
 rates and ratios are of the drain. ``--repeat`` rounds, the order of the sides reversed
 every other round; the medians (and best-of) are reported. Prints JSON.
 
-Usage: python benchmarks/bench_connect_source.py [--changes 100000] [--keys 5000]
-    [--repeat 3] [--grids space hazelcast] [--baselines-only]
+Usage: python benchmarks/bench_connect_source.py [--changes 40000] [--keys 5000]
+    [--repeat 3] [--warmup 1] [--grids space hazelcast] [--baselines-only]
 """
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ class HazelcastRound:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--changes", type=int, default=100_000)
+    parser.add_argument("--changes", type=int, default=40_000)
     parser.add_argument("--keys", type=int, default=5_000, help="distinct keys per cache")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1,
