@@ -60,6 +60,7 @@ from benchmarks._connect_bench import (
 )
 from gridstream import stack
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
+from gridstream.grid.space import SpaceAdapter, SpaceGridConfig
 from gridstream.mirror import KafkaSyncEndpoint, Mirror
 from gridstream.mirror.kafka import TopicSettings
 from gridstream.model import SpaceDocument
@@ -138,9 +139,8 @@ class SourceSide:
         self.checkpoint, self.prefix, self.caches = "", "", [""]
 
     def _connector(self) -> Any:
-        from gridstream.connect.source import SourceConnector
-
         from gridstream.connect.config import SourceConnectorConfig
+        from gridstream.connect.source import SourceConnector
 
         config = SourceConnectorConfig.model_validate({
             "name": f"bench-{uuid.uuid4().hex[:8]}", "grid": self.grid,
@@ -187,6 +187,7 @@ class SpaceRound:
         self.topics: list[str] = []
         self.data_dir = tempfile.mkdtemp(dir=root)
         self.caches: list[str] = []
+        self.starts: dict[str, Any] = {}
 
     def grid(self) -> dict[str, Any]:
         return {"kind": "space", "data_dir": self.data_dir, "space_name": "bench"}
@@ -200,9 +201,15 @@ class SpaceRound:
         create_topics(self.bootstrap, mirror_topics.values(), self.partitions)
         self.topics += mirror_topics.values()
         space_types(self.data_dir, self.caches, mirror_topics)
+        with SpaceAdapter(SpaceGridConfig(self.data_dir, "bench")) as adapter:
+            self.starts = {c: adapter.end_position(c) for c in self.caches}
         for side in self.connectors:
             side.prepare(self.caches)
         space_workload(self.data_dir, self.caches, self.changes, self.keys)
+
+    def ends(self) -> dict[str, Any]:
+        with SpaceAdapter(SpaceGridConfig(self.data_dir, "bench")) as adapter:
+            return {c: adapter.end_position(c) for c in self.caches}
 
     def mirror(self) -> dict[str, float]:
         run = mirror_drain(self.data_dir, self.bootstrap, self.changes)
@@ -239,6 +246,9 @@ class HazelcastRound:
             side.prepare(self.caches)
         hazelcast_workload(self.grid, self.caches, self.changes, self.keys)
 
+    def ends(self) -> dict[str, Any]:
+        return {c: self.grid.end_position(c) for c in self.caches}
+
     def raw(self, transactional: bool) -> dict[str, float]:
         topics = {c: f"r{'t' if transactional else 'i'}-{c}" for c in self.caches}
         create_topics(self.bootstrap, topics.values(), self.partitions)
@@ -256,6 +266,19 @@ class HazelcastRound:
             self.grid.client.get_map(cache).blocking().destroy()
 
 
+def breakdown(round_: SpaceRound | HazelcastRound, side: SourceSide,
+              changes: int) -> dict[str, Any]:
+    """A fresh round, its exactly-once connector run with its steps timed, and the
+    source's read path alone on the same changes (``benchmarks/_connect_breakdown.py``)."""
+    from benchmarks._connect_breakdown import source_python_alone, source_run
+
+    round_.fresh()
+    alone = source_python_alone(side._connector().config, round_.starts, round_.ends(),
+                                side.root)
+    return {"connector_exactly_once_run_s": source_run(side, changes),
+            "python_alone_s": alone}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--changes", type=int, default=40_000)
@@ -268,6 +291,8 @@ def main() -> int:
                         default=["space", "hazelcast"])
     parser.add_argument("--baselines-only", action="store_true",
                         help="only the hand-written sides (no Spark)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="then one more round on each grid, timed by step")
     args = parser.parse_args()
     if args.changes % CACHES:
         parser.error(f"--changes must be a multiple of {CACHES}")
@@ -304,6 +329,9 @@ def main() -> int:
                 runs = rounds(args.repeat, args.warmup, space.fresh, {
                     "mirror_exactly_once": space.mirror,
                     **{n: functools.partial(s.run, args.changes) for n, s in space_sides.items()}})
+                if args.breakdown and space_sides:
+                    result["space_breakdown"] = breakdown(
+                        space, space_sides["connector_exactly_once"], args.changes)
             finally:
                 space.close()
             result["space"] = _figures(runs, args.changes, "mirror_exactly_once")
@@ -322,6 +350,9 @@ def main() -> int:
                         "raw_idempotent": lambda: round_.raw(False),
                         **{n: functools.partial(s.run, args.changes)
                            for n, s in hz_sides.items()}})
+                    if args.breakdown and hz_sides:
+                        result["hazelcast_breakdown"] = breakdown(
+                            round_, hz_sides["connector_exactly_once"], args.changes)
                 finally:
                     round_.close()
             result["hazelcast"] = _figures(runs, args.changes, "raw_transactional",
