@@ -122,6 +122,7 @@ def breakdown(spark: Any, bootstrap: str, grid: HazelcastAdapter, grid_settings:
     steps alone on the same records, in this process, without Spark: the decode
     (``decode_batches`` over one Arrow batch), the fold and the adapter's ``apply``."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     from confluent_kafka import Consumer, TopicPartition
 
     from gridstream.connect.sink import apply as sink_apply
@@ -169,7 +170,7 @@ def breakdown(spark: Any, bootstrap: str, grid: HazelcastAdapter, grid_settings:
     started = time.perf_counter()
     decoded = pa.Table.from_batches(list(decode_batches(connector.spec)(iter([batch]))))
     decode_s = time.perf_counter() - started
-    ok = decoded.filter(pa.compute.equal(decoded.column("status"), OK))
+    ok = decoded.filter(pc.equal(decoded.column("status"), OK))
     rows = list(zip(ok.column("cache").to_pylist(), ok.column("key").to_pylist(),
                     ok.column("value").to_pylist(), strict=True))
     started = time.perf_counter()
