@@ -1,4 +1,5 @@
-"""The ``gridstream`` command line: stack, demo, mirror, consume, run, sql."""
+"""The ``gridstream`` command line: stack, demo, mirror, consume, run (pipelines and
+connectors), sql."""
 
 from __future__ import annotations
 
@@ -95,8 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("mirror", help="mirror a space's operation log to Kafka (--help for options)")
     sub.add_parser("consume", help="print decoded operations of topics (--help for options)")
 
-    run = sub.add_parser("run", help="run what a PIPELINE.toml defines until stopped")
-    run.add_argument("config")
+    run = sub.add_parser("run", help="run the pipelines and connectors of a FILE.toml, or the "
+                                     "connector of a CONNECTOR.properties, until stopped")
+    run.add_argument("config", help="a .toml run file or a connector's .properties file")
     run.set_defaults(func=_run)
 
     sql = sub.add_parser("sql", help="maintain a SQL store (the SQL consumer's or sink's)")

@@ -1,6 +1,8 @@
-"""``gridstream run PIPELINE.toml``: typed config file → store pipelines on Spark.
+"""``gridstream run FILE``: typed config file → store pipelines and connectors on Spark.
 
-File layout (see ``docs/pipelines.md`` and ``examples/pipeline.toml``)::
+``FILE`` is a TOML file (below) or a Kafka Connect–style ``.properties`` file holding one
+connector (``gridstream.connect.properties``). TOML layout (see ``docs/pipelines.md``,
+``docs/connectors.md``, ``examples/pipeline.toml`` and ``examples/connectors.toml``)::
 
     [kafka]                       # defaults for every pipeline's Kafka source
     bootstrap_servers = "127.0.0.1:9092"
@@ -20,22 +22,49 @@ File layout (see ``docs/pipelines.md`` and ``examples/pipeline.toml``)::
     trigger = "5 seconds"         # or "available_now"
     sink = { kind = "cassandra", keyspace = "grid" }
 
+    [[connector]]
+    name = "people-source"
+    kind = "source"               # or "connector.class" = "gridstream.connect.GridSourceConnector"
+    checkpoint = "/var/lib/gridstream/checkpoints/people-source"
+    grid = { kind = "hazelcast", members = ["127.0.0.1:5701"] }
+
+Either list may be empty, not both. Names and checkpoints are unique across pipelines and
+connectors. Connectors take ``[kafka]``'s bootstrap servers and properties unless they
+name their own ``bootstrap_servers`` (then only their own ``kafka`` properties apply).
 Every problem in the file is a ``ConfigError`` naming the key at fault.
 """
 
 from __future__ import annotations
 
+import posixpath
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from gridstream.connect.config import ConnectorConfig, secret_properties
 from gridstream.errors import ConfigError
 from gridstream.spark.config import PipelineConfig
 
-__all__ = ["PipelineFile", "build_pipelines", "load_config", "run_config"]
+__all__ = ["PipelineFile", "build_connectors", "build_pipelines", "load_config", "run_config"]
+
+CONNECTOR_CLASSES = {
+    "gridstream.connect.GridSourceConnector": "source",
+    "gridstream.connect.GridSinkConnector": "sink",
+    "GridSourceConnector": "source",
+    "GridSinkConnector": "sink",
+}
+"""``connector.class`` spellings (Kafka Connect's) and the ``kind`` each one means."""
 
 _STRICT = ConfigDict(frozen=True, populate_by_name=True, extra="forbid",
                      hide_input_in_errors=True)
@@ -46,7 +75,13 @@ class KafkaDefaults(BaseModel):
 
     model_config = _STRICT
     bootstrap_servers: str = Field(default="127.0.0.1:9092", alias="bootstrap.servers")
-    properties: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    properties: dict[str, str | int | float | bool | SecretStr] = Field(default_factory=dict)
+    """Secret properties (``gridstream.kafka.config.is_secret``) are held as ``SecretStr``."""
+
+    @field_validator("properties")
+    @classmethod
+    def _secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return secret_properties(value)
 
 
 class SparkSettings(BaseModel):
@@ -59,33 +94,59 @@ class SparkSettings(BaseModel):
 
 
 class RunSettings(BaseModel):
-    """``[run]``: supervision of the running pipelines."""
+    """``[run]``: supervision of the running pipelines and connectors."""
 
     model_config = _STRICT
     max_restarts: int = Field(default=0, ge=0)
     restart_delay_s: float = Field(default=10.0, ge=0)
     progress_interval_s: float = Field(default=1.0, gt=0)
+    allowed_modules: tuple[str, ...] = ()
+    """Modules a connector's ``cacheFilter`` may be imported from (with those of
+    ``GRIDSTREAM_ALLOWED_MODULES``); nothing else is ever imported from config."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split(cls, data: Any) -> Any:
+        modules = data.get("allowed_modules") if isinstance(data, dict) else None
+        if isinstance(modules, str):
+            data = {**data, "allowed_modules": [m.strip() for m in modules.split(",")
+                                                if m.strip()]}
+        return data
 
 
 class PipelineFile(BaseModel):
-    """A whole ``PIPELINE.toml``."""
+    """A whole run file: store pipelines and connectors."""
 
     model_config = _STRICT
     kafka: KafkaDefaults = Field(default_factory=KafkaDefaults)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     run: RunSettings = Field(default_factory=RunSettings)
     types: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    pipeline: list[PipelineConfig] = Field(min_length=1)
+    pipeline: list[PipelineConfig] = Field(default_factory=list)
+    connector: list[ConnectorConfig] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _connector_classes(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("connector"), list):
+            return data
+        return {**data, "connector": [_kind_from_class(i, c)
+                                      for i, c in enumerate(data["connector"])]}
 
     @model_validator(mode="after")
     def _unique(self) -> PipelineFile:
-        names = [p.name for p in self.pipeline]
+        if not self.pipeline and not self.connector:
+            raise ValueError("no [[pipeline]] and no [[connector]]: nothing to run")
+        names = [p.name for p in self.pipeline] + [c.name for c in self.connector]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"pipeline names must be unique: {', '.join(dupes)}")
-        checkpoints = [p.checkpoint for p in self.pipeline]
-        if len(set(checkpoints)) != len(checkpoints):
-            raise ValueError("each pipeline needs its own checkpoint directory")
+            raise ValueError(f"pipeline and connector names must be unique: {', '.join(dupes)}")
+        checkpoints = [_place(p.checkpoint) for p in self.pipeline] + [
+            _place(c.checkpoint) for c in self.connector]
+        shared = sorted({c for c in checkpoints if checkpoints.count(c) > 1})
+        if shared:
+            raise ValueError("each pipeline and connector needs its own checkpoint "
+                             f"directory; shared: {', '.join(shared)}")
         from gridstream.spark.types import TypeRegistry
 
         TypeRegistry.from_tables(self.types)  # a bad [types] table is a ConfigError here
@@ -100,14 +161,66 @@ def _describe(error: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def _place(path: str) -> str:
+    """A checkpoint location in one spelling (``/a/b/``, ``/a//b`` and ``/a/./b`` are one
+    directory), for comparison."""
+    if "://" in path:
+        scheme, _, rest = path.partition("://")
+        return f"{scheme}://{posixpath.normpath(rest) if rest else rest}"
+    return posixpath.normpath(path)
+
+
+def _kind_from_class(index: int, section: Any) -> Any:
+    """A ``[[connector]]`` with ``connector.class`` → the same with ``kind``."""
+    if not isinstance(section, dict) or "connector.class" not in section:
+        return section
+    section = dict(section)
+    spelled = section.pop("connector.class")
+    kind = CONNECTOR_CLASSES.get(spelled) if isinstance(spelled, str) else None
+    if kind is None:
+        raise ValueError(f"connector.{index}.connector.class: not a gridstream connector "
+                         f"(one of {', '.join(CONNECTOR_CLASSES)})")
+    if section.setdefault("kind", kind) != kind:
+        raise ValueError(f"connector.{index}: connector.class says {kind!r}, kind says "
+                         f"{section['kind']!r}")
+    return section
+
+
+def check_connectors(config: PipelineFile, where: str) -> None:
+    """What pydantic cannot check: each connector's transforms build, and its
+    ``cacheFilter`` is on the allow-list (and importable)."""
+    from gridstream.connect.filters import allowed_modules, load_filter
+    from gridstream.connect.transforms import build_chain
+
+    allowed = allowed_modules(config.run.allowed_modules)
+    for c in config.connector:
+        try:
+            build_chain(c.transforms)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: connector {c.name!r}: {exc}") from exc
+        if c.cache_filter is not None:
+            try:
+                load_filter(c.cache_filter, allowed)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: connector {c.name!r}: option 'cacheFilter': "
+                                  f"{exc}") from exc
+
+
 def load_config(source: str | Path | Mapping[str, Any]) -> PipelineFile:
-    """Parse and validate a pipeline file (a path, or an already-parsed mapping)."""
+    """Parse and validate a run file: a TOML path, a ``.properties`` path (one
+    connector) or an already-parsed mapping."""
     if isinstance(source, Mapping):
         raw: Mapping[str, Any] = source
         where = "pipeline config"
     else:
         path = Path(source)
         where = str(path)
+        if path.suffix == ".properties":
+            from gridstream.connect.properties import load_properties_file
+
+            config = load_properties_file(path)
+            check_connectors(config, where)
+            return config
         try:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
@@ -115,9 +228,11 @@ def load_config(source: str | Path | Mapping[str, Any]) -> PipelineFile:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
     try:
-        return PipelineFile.model_validate(dict(raw))
+        config = PipelineFile.model_validate(dict(raw))
     except ValidationError as exc:
         raise ConfigError(f"{where} is invalid:\n{_describe(exc)}") from exc
+    check_connectors(config, where)
+    return config
 
 
 def build_pipelines(config: PipelineFile) -> list[Any]:
@@ -134,13 +249,37 @@ def build_pipelines(config: PipelineFile) -> list[Any]:
     return pipelines
 
 
+def connector_kafka(config: PipelineFile, connector: Any) -> tuple[str, dict[str, Any]]:
+    """A connector's bootstrap servers and Kafka properties: its own over ``[kafka]``'s,
+    or only its own when it names its own bootstrap servers (another cluster)."""
+    if connector.bootstrap_servers:
+        return connector.bootstrap_servers, dict(connector.kafka)
+    return config.kafka.bootstrap_servers, {**config.kafka.properties, **connector.kafka}
+
+
+def build_connectors(config: PipelineFile, *, space: Any = None) -> list[Any]:
+    """The connectors of a validated file (``gridstream.connect.build_connector``)."""
+    from gridstream.connect import build_connector
+    from gridstream.connect.filters import allowed_modules
+
+    allowed = allowed_modules(config.run.allowed_modules)
+    connectors = []
+    for c in config.connector:
+        servers, properties = connector_kafka(config, c)
+        connectors.append(build_connector(c, bootstrap_servers=servers,
+                                          kafka_properties=properties,
+                                          allowed_modules=allowed, space=space))
+    return connectors
+
+
 def run_config(path: str | Path) -> int:
-    """Run every pipeline of the file until stopped; the process exit code."""
+    """Run every pipeline and connector of the file until stopped; the process exit
+    code."""
     from gridstream.spark.runner import PipelineRunner, RestartPolicy
     from gridstream.spark.session import get_spark
 
     config = load_config(path)
-    pipelines = build_pipelines(config)
+    pipelines = [*build_pipelines(config), *build_connectors(config)]
     settings = config.spark
     restarts = {p.name: RestartPolicy(config.run.max_restarts, config.run.restart_delay_s)
                 for p in pipelines}

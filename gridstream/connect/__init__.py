@@ -1,8 +1,15 @@
 """Kafka connectors for grids, on Spark: a source (caches → topics) and a sink (topics →
 caches), for the Space and for Hazelcast. See ``docs/connectors.md``."""
 
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 from gridstream.connect.base import Connector, ConnectorReport
 from gridstream.connect.config import (
+    ConnectorConfig,
     ConverterConfig,
     DeliveryGuarantee,
     ErrorHandling,
@@ -12,9 +19,14 @@ from gridstream.connect.config import (
     SourceConnectorConfig,
     TransformConfig,
 )
+from gridstream.errors import ConnectorError
+
+if TYPE_CHECKING:
+    from gridstream.space import Space
 
 __all__ = [
     "Connector",
+    "ConnectorConfig",
     "ConnectorReport",
     "ConverterConfig",
     "DeliveryGuarantee",
@@ -24,4 +36,25 @@ __all__ = [
     "SinkConnectorConfig",
     "SourceConnectorConfig",
     "TransformConfig",
+    "build_connector",
 ]
+
+
+def build_connector(config: SourceConnectorConfig | SinkConnectorConfig, *,
+                    bootstrap_servers: str, kafka_properties: Mapping[str, Any],
+                    allowed_modules: Sequence[str], space: Space | None = None) -> Connector:
+    """The connector ``config.kind`` names (imported only when used: each pulls in Spark
+    and its grid's client). ``kafka_properties`` are the run's, with the connector's own
+    on top (``gridstream.pipeline_config.connector_kafka``); ``space``: an open Space of
+    this process to read from / write through."""
+    # by module name: the implementations live in their own packages
+    # (gridstream.connect.source / gridstream.connect.sink)
+    module, cls = (("gridstream.connect.source", "SourceConnector") if config.kind == "source"
+                   else ("gridstream.connect.sink", "SinkConnector"))
+    factory = getattr(importlib.import_module(module), cls)
+    connector = factory(config, bootstrap_servers=bootstrap_servers,
+                        kafka_properties=kafka_properties, allowed_modules=allowed_modules,
+                        space=space)
+    if not isinstance(connector, Connector):
+        raise ConnectorError(f"{module}.{cls} is not a Connector")
+    return connector

@@ -23,9 +23,11 @@ from pydantic import (
     model_validator,
 )
 
+from gridstream.kafka.config import is_secret
 from gridstream.spark.config import parse_trigger
 
 __all__ = [
+    "ConnectorConfig",
     "ConverterConfig",
     "DeliveryGuarantee",
     "ErrorHandling",
@@ -102,6 +104,13 @@ def _regexes(value: Any) -> Any:
     return value
 
 
+def secret_properties(properties: dict[str, Any]) -> dict[str, Any]:
+    """``properties`` with the value of every secret name (``is_secret``) held as a
+    ``SecretStr``, so that no repr shows it."""
+    return {k: SecretStr(str(v)) if is_secret(k) and not isinstance(v, SecretStr) else v
+            for k, v in properties.items()}
+
+
 def _names(value: Any) -> Any:
     if isinstance(value, str):
         return tuple(v.strip() for v in value.split(",") if v.strip())
@@ -150,7 +159,7 @@ class TransformConfig(BaseModel):
 
     ``type`` is one of: ``rename`` (``fields`` = {old = new}), ``drop`` (``fields`` =
     [names]), ``mask`` (``fields`` = [names], ``replacement``), ``insert`` (``field``,
-    ``value``), ``timestamp`` (``field``: the processing time, ms since the epoch),
+    ``value``), ``timestamp`` (``field``: the record's time, else now; ms since the epoch),
     ``route`` (``regex`` + ``replacement`` on the topic), ``route_by_cache``
     (``topics`` = {cache = topic}), ``value_to_key`` (``fields``), ``flatten``
     (``delimiter``). Which keys each type takes: ``gridstream.connect.transforms``."""
@@ -236,6 +245,11 @@ class _Common(BaseModel):
     dead_letter_topic: str | None = Field(
         default=None, validation_alias=_alias("dead_letter_topic", "deadLetterTopic",
                                               "errors.deadletterqueue.topic.name"))
+
+    @field_validator("kafka")
+    @classmethod
+    def _secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return secret_properties(value)
 
     @field_validator("error_handling_policy", mode="before")
     @classmethod

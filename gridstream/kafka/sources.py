@@ -11,6 +11,7 @@ it runs (``STACK_VARIABLES``: ``GRIDSTREAM_KAFKA_PORT``, ``_CONTROLLER_PORT``, `
 from __future__ import annotations
 
 import os
+import string
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -47,11 +48,15 @@ def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
     return parse_properties(text, source=str(path))
 
 
-def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
+def parse_properties(text: str, source: str = "<properties>", *,
+                     unique: bool = False) -> dict[str, str]:
     """Java ``.properties`` syntax: ``#``/``!`` comments, ``key=value``, ``key: value``
     or ``key value``, a trailing ``\\`` continues the line, ``\\`` escapes a character
-    (``\\t``, ``\\n``, ``\\uXXXX`` as in Java). Error messages never quote a value."""
+    (``\\t``, ``\\n``, ``\\uXXXX`` as in Java). A repeated name takes the last value,
+    as in Java, or is a ``ConfigError`` with ``unique``. Error messages never quote a
+    value."""
     props: dict[str, str] = {}
+    lines_of: dict[str, int] = {}
     lines = text.splitlines()
     i = 0
     while i < len(lines):
@@ -68,7 +73,12 @@ def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
         key, value = _split(line)
         if not key:
             raise ConfigError(f"{source}:{number}: a property line has no name")
-        props[_unescape(key, source, number)] = _unescape(value, source, number)
+        name = _unescape(key, source, number)
+        if unique and name in props:
+            raise ConfigError(f"{source}:{number}: option {name!r} is given twice (first "
+                              f"on line {lines_of[name]})")
+        props[name] = _unescape(value, source, number)
+        lines_of[name] = number
     return props
 
 
@@ -108,10 +118,9 @@ def _unescape(text: str, source: str, number: int) -> str:
         nxt = text[i + 1]
         if nxt == "u":
             digits = text[i + 2:i + 6]
-            try:
-                out.append(chr(int(digits, 16)))
-            except ValueError as exc:
-                raise ConfigError(f"{source}:{number}: malformed \\uXXXX escape") from exc
+            if len(digits) != 4 or not all(c in string.hexdigits for c in digits):
+                raise ConfigError(f"{source}:{number}: malformed \\uXXXX escape")
+            out.append(chr(int(digits, 16)))
             i += 6
             continue
         out.append(_ESCAPES.get(nxt, nxt))

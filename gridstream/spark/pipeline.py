@@ -328,4 +328,3 @@ def _observed(seen: Observation, timeout_s: float) -> dict[str, Any] | None:
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
     return dict(seen.get)
-

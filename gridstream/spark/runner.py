@@ -1,4 +1,5 @@
-"""Running store pipelines until stopped: progress on the terminal, clean Ctrl-C.
+"""Running store pipelines and connectors until stopped: progress on the terminal, clean
+Ctrl-C.
 
 SIGINT and SIGTERM stop every query (a batch in flight is abandoned before its offsets
 are committed, and runs again on the next start) and then the Spark session. A query
@@ -12,18 +13,48 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from gridstream._stopping import StopFlag, stop_on_signals
 from gridstream.errors import StoreError
 from gridstream.spark.kafka_source import kafka_lag
-from gridstream.spark.pipeline import StorePipeline
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["PipelineRunner", "RestartPolicy"]
+__all__ = ["PipelineRunner", "RestartPolicy", "Runnable"]
+
+
+class _Report(Protocol):
+    def line(self, lag: int | None = None) -> str: ...
+
+
+class _Reports(Protocol):
+    def __len__(self) -> int: ...
+
+    def popleft(self) -> _Report: ...
+
+
+class Runnable(Protocol):
+    """What the runner runs: a store pipeline (``StorePipeline``) or a connector
+    (``gridstream.connect.Connector``). ``reports`` fill with one report per batch,
+    ``failure`` holds the error that failed the query, if it is the object's own."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def reports(self) -> _Reports: ...
+
+    @property
+    def failure(self) -> BaseException | None: ...
+
+    def describe(self) -> str: ...
+
+    def start(self, spark: SparkSession) -> StreamingQuery: ...
+
+    def close(self) -> None: ...
 
 
 class RestartPolicy:
@@ -35,9 +66,9 @@ class RestartPolicy:
 
 
 class PipelineRunner:
-    """Starts pipelines on one Spark session and supervises them."""
+    """Starts pipelines and connectors on one Spark session and supervises them."""
 
-    def __init__(self, pipelines: Sequence[StorePipeline],
+    def __init__(self, pipelines: Sequence[Runnable],
                  spark_factory: Callable[[], SparkSession], *, out: TextIO | None = None,
                  poll_s: float = 1.0, restarts: dict[str, RestartPolicy] | None = None) -> None:
         self.pipelines = list(pipelines)
@@ -91,7 +122,7 @@ class PipelineRunner:
         self.say("stopping (Ctrl-C): in-flight batches are not committed and will re-run")
         return 0
 
-    def _restart(self, spark: SparkSession, pipeline: StorePipeline,
+    def _restart(self, spark: SparkSession, pipeline: Runnable,
                  queries: dict[str, StreamingQuery]) -> bool:
         policy = self.restarts.get(pipeline.name)
         done = self._restarted.get(pipeline.name, 0)
@@ -108,7 +139,7 @@ class PipelineRunner:
         return True
 
     @staticmethod
-    def _reason(pipeline: StorePipeline, query: StreamingQuery) -> str:
+    def _reason(pipeline: Runnable, query: StreamingQuery) -> str:
         if pipeline.failure is not None:
             return f"{type(pipeline.failure).__name__}: {pipeline.failure}"
         error = query.exception()

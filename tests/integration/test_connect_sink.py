@@ -7,6 +7,12 @@ fail when one entry differs.
 
 from __future__ import annotations
 
+import os
+import random
+import signal
+import sys
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,9 +23,12 @@ import pytest
 
 from gridstream.connect.config import SinkConnectorConfig
 from gridstream.connect.sink import SinkConnector
+from gridstream.errors import RecordError
 from gridstream.grid import Write
+from tests.integration.child_output import await_line, start_piped
 from tests.integration.sink_helpers import (
     Grid,
+    Sent,
     cache_prefix,
     differences,
     entity,
@@ -27,8 +36,12 @@ from tests.integration.sink_helpers import (
     latest,
     make_grid,
     produce,
+    read_topic,
+    wait_equal,
     workload,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(params=["space", "hazelcast"])
@@ -97,8 +110,7 @@ def test_a_batch_applied_twice_changes_nothing(
     prefix = cache_prefix(grid)
     connector = sink(grid, kafka_bootstrap, tmp_path, topics=[topic], cachePrefix=prefix,
                      shallProcessUpdates=True, **{"tasks.max": 2})
-    if grid.kind == "space":
-        connector.start(spark).stop()  # opens the Space's adapter on the driver
+    connector.open()
     batch = spark.read.format("kafka").options(**{
         "kafka.bootstrap.servers": kafka_bootstrap, "subscribe": topic,
         "startingOffsets": "earliest"}).load()
@@ -168,3 +180,167 @@ def test_key_policies_value_and_kafka(grid: Grid, spark: Any, kafka_bootstrap: s
     expected_kafka = {f"{topic}/{p}/{o}": v for (p, o), v in zip(where, values, strict=True)}
     assert len(expected_kafka) == 40
     assert differences(grid.expected(expected_kafka), grid.read(by_kafka + topic)) == []
+
+
+def malformed_mix(seed: int) -> tuple[list[Sent], list[bool]]:
+    """3,000 valid records and 1,200 bad ones, shuffled: values that are not JSON or not
+    an object (on valid keys), keys that are not JSON, not a string or integer, or
+    missing. Returns the records and which are bad."""
+    rng = random.Random(seed)
+    valid = workload(seed, keys=200, count=3000)
+    bad: list[Sent] = []
+    for i in range(400):
+        good_key = key_bytes(f"k{i % 200}")
+        bad.append((good_key, b"not json {" + str(i).encode()))
+        bad.append((good_key, [b"[1, 2]", b"42", b'"text"', b"null"][i % 4]))
+        bad.append(([b"\xff\xfe", b"1.5", b"true", b"{}", None][i % 5],
+                    orjson.dumps(entity(i, i))))
+    mixed = [(r, False) for r in valid] + [(r, True) for r in bad]
+    rng.shuffle(mixed)
+    return [r for r, _ in mixed], [b for _, b in mixed]
+
+
+def latest_sent(records: list[Sent]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for key, value in records:
+        k = orjson.loads(key) if key is not None else None
+        if value is None:
+            out.pop(k, None)
+        else:
+            out[k] = orjson.loads(value)
+    return out
+
+
+def test_malformed_records_stop_or_are_skipped_or_dead_lettered(
+        grid: Grid, spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    topic, dead = topic_factory(3), topic_factory(1)
+    records, is_bad = malformed_mix(5)
+    where = produce(kafka_bootstrap, topic, records)
+    bad_at = {w for w, b in zip(where, is_bad, strict=True) if b}
+    assert len(bad_at) == 1200
+    valid = [r for r, b in zip(records, is_bad, strict=True) if not b]
+    want = grid.expected(latest_sent(valid))
+
+    # STOP_TASK: fails naming the first bad record, applies nothing, commits nothing
+    first = min(bad_at)
+    stop_prefix = cache_prefix(grid)
+    ckpt = tmp_path / "ckpt-stop"
+    for _ in range(2):  # a restart from the checkpoint meets the same record
+        connector = sink(grid, kafka_bootstrap, tmp_path, topics=[topic],
+                         cachePrefix=stop_prefix, checkpoint=str(ckpt))
+        with pytest.raises(Exception) as caught:
+            run_once(connector, spark)
+        assert isinstance(connector.failure, RecordError), caught.value
+        assert f"{topic}[{first[0]}]@{first[1]}: " in str(connector.failure)
+        assert "1200 bad record(s)" in str(connector.failure)
+        assert not (ckpt / "commits" / "0").exists()
+        assert grid.read(stop_prefix + topic) == {}
+
+    # LOG_ONLY: every valid record applied, every bad one counted
+    skip_prefix = cache_prefix(grid)
+    connector = sink(grid, kafka_bootstrap, tmp_path, topics=[topic], cachePrefix=skip_prefix,
+                     shallProcessUpdates=True, errorHandlingPolicy="LOG_ONLY")
+    run_once(connector, spark)
+    assert sum(r.skipped for r in connector.reports) == 1200
+    assert sum(r.written for r in connector.reports) == 3000
+    assert differences(want, grid.read(skip_prefix + topic)) == []
+
+    # DEAD_LETTER: every valid record applied, every bad one in the dead-letter topic
+    dlq_prefix = cache_prefix(grid)
+    connector = sink(grid, kafka_bootstrap, tmp_path, topics=[topic], cachePrefix=dlq_prefix,
+                     shallProcessUpdates=True, errorHandlingPolicy="DEAD_LETTER",
+                     deadLetterTopic=dead)
+    run_once(connector, spark)
+    assert sum(r.dead_lettered for r in connector.reports) == 1200
+    assert differences(want, grid.read(dlq_prefix + topic)) == []
+    letters = read_topic(kafka_bootstrap, dead)
+    assert len(letters) == 1200
+    sent_at = dict(zip(where, records, strict=True))
+    found = set()
+    for msg in letters:
+        headers = {k: v.decode() for k, v in msg.headers()}
+        at = (int(headers["gs.error.partition"]), int(headers["gs.error.offset"]))
+        assert headers["gs.error.topic"] == topic
+        assert headers["gs.error.connector"] == connector.name
+        assert headers["gs.error.stage"] in {"key", "value"}
+        assert headers["gs.error.reason"].startswith(headers["gs.error.stage"] + ": ")
+        assert (msg.key(), msg.value()) == sent_at[at]
+        found.add(at)
+    assert found == bad_at
+
+
+def _child(config: SinkConnectorConfig, bootstrap: str) -> tuple[Any, Any]:
+    return start_piped([sys.executable, "-m", "tests.integration.sink_connector_child",
+                        config.model_dump_json(), bootstrap], ROOT)
+
+
+def kill_and_resume(grid: Grid, bootstrap: str, topic_factory: Callable[..., str],
+                    tmp: Path, *, kills: int, records: int, seed: int) -> list[str]:
+    """Three topics fed while the connector's driver (a child process) is SIGKILLed
+    ``kills`` times mid-stream and restarted from its checkpoint; at the end each cache
+    must equal its topic's latest values. Returns the child's lines."""
+    topics = [topic_factory(3) for _ in range(3)]
+    prefix = cache_prefix(grid)
+    grid.release_space()  # the connector's driver owns the Space (opened writable)
+    config = SinkConnectorConfig.model_validate({
+        "name": "killed", "grid": grid.settings, "checkpoint": str(tmp / "ckpt-killed"),
+        "topics": topics, "cachePrefix": prefix, "shallProcessUpdates": True,
+        "tasks.max": 2, "pushInterval": 500, "maxOffsetsPerTrigger": 900})
+    chunks = [workload(seed + i, keys=400, count=records) for i in range(len(topics))]
+    step = records // 10
+    for topic, chunk in zip(topics, chunks, strict=True):  # some before the first start
+        produce(bootstrap, topic, chunk[:step])
+
+    def feed() -> None:
+        for start in range(step, records, step):
+            for topic, chunk in zip(topics, chunks, strict=True):
+                produce(bootstrap, topic, chunk[start:start + step])
+            time.sleep(0.5)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    rng, seen = random.Random(seed), []
+    try:
+        for _ in range(kills):
+            process, lines = _child(config, bootstrap)
+            try:
+                await_line(process, lines, seen, lambda line: " batch " in line)
+                time.sleep(rng.uniform(0.0, 2.0))
+            finally:  # killed whatever happened: no driver outlives the test
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(60)
+            seen.append("--- killed ---\n")
+    finally:
+        feeder.join()
+    process, lines = _child(config, bootstrap)
+    try:
+        want = {prefix + t: grid.expected(latest(bootstrap, t)) for t in topics}
+
+        def alive() -> None:
+            while not lines.empty():
+                seen.append(lines.get())
+            assert process.poll() is None, "".join(seen[-40:])
+
+        wait_equal(grid, want, timeout_s=240, alive=alive)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(60)
+    return seen
+
+
+def test_driver_killed_mid_stream_resumes_to_each_keys_latest_value(
+        grid: Grid, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    seen = kill_and_resume(grid, kafka_bootstrap, topic_factory, tmp_path, kills=2,
+                           records=3000, seed=31)
+    assert "".join(seen).count("--- killed ---") == 2
+
+
+@pytest.mark.slow
+def test_driver_killed_ten_times_resumes_to_each_keys_latest_value(
+        grid: Grid, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    seen = kill_and_resume(grid, kafka_bootstrap, topic_factory, tmp_path, kills=10,
+                           records=20_000, seed=47)
+    assert "".join(seen).count("--- killed ---") == 10

@@ -135,12 +135,17 @@ class SinkConnector(Connector):
     def source(self, spark: SparkSession) -> DataFrame:
         return spark.readStream.format("kafka").options(**self.source_options()).load()
 
-    def start(self, spark: SparkSession) -> StreamingQuery:
-        self.failure = None
+    def open(self) -> None:
+        """Open the driver's side of the grid: the Space, which the driver applies to
+        (Hazelcast: nothing, the tasks connect). ``start`` calls it; idempotent."""
         if not isinstance(self.config.grid, HazelcastGridSettings) and self._adapter is None:
             adapter = grid_adapter(self.config.grid, writable=True, space=self._space)
             adapter.open()
             self._adapter = adapter
+
+    def start(self, spark: SparkSession) -> StreamingQuery:
+        self.failure = None
+        self.open()
         writer = (self.source(spark).writeStream.queryName(self.name)
                   .option("checkpointLocation", self.config.checkpoint)
                   .foreachBatch(self._handle)
@@ -199,7 +204,7 @@ class SinkConnector(Connector):
             assert isinstance(adapter, HazelcastAdapter)  # noqa: S101 - grid_adapter's rule
             return apply_tasks(ok, adapter.config, tasks=c.tasks_max, updates=updates)
         if self._adapter is None:
-            raise ConfigError(f"connector {self.name!r}: not started (the Space is not open)")
+            raise ConfigError(f"connector {self.name!r}: not open (the Space it applies to)")
         return apply_on_driver(self._adapter, ok, updates=updates)
 
     def _bad(self, decoded: DataFrame, count: int, batch_id: int) -> str:

@@ -29,7 +29,7 @@ from gridstream.connect.config import ConverterConfig, KeyPolicy, TransformConfi
 from gridstream.connect.converters import Converter, build_converter
 from gridstream.connect.filters import EntryFilter, load_filter
 from gridstream.connect.record import Record
-from gridstream.connect.transforms import Chain, build_chain
+from gridstream.connect.transforms import Chain, build_chain, key_from_fields
 from gridstream.errors import CodecError
 from gridstream.grid._space_writes import APPLIED_TYPE
 from gridstream.grid.contract import Key, Value
@@ -125,22 +125,24 @@ class Decoder:
             raise _Bad("value", str(exc)) from exc
         key = self._key(topic, partition, offset, raw_key, value)
         cache = self.spec.cache_prefix + topic
-        record = Record(topic, cache, key, value, tuple(headers), timestamp_ms,
-                        f"{topic}[{partition}]@{offset}")
-        try:
-            out = self.chain(record)
-        except CodecError as exc:
-            raise _Bad("transform", str(exc)) from exc
-        if out.cache == cache and out.topic != topic:
-            out = replace(out, cache=self.spec.cache_prefix + out.topic)
-        checked = _checked_key(out.key)
-        _check_cache(out.cache)
-        if out.value is not None:
-            self._check_id(checked, out.value)
-            if self.keep is not None and not self._keeps(out.cache, checked, out.value):
-                return Decoded(FILTERED, cache=out.cache)
-        text = None if out.value is None else orjson.dumps(out.value).decode()
-        return Decoded(OK, out.cache, orjson.dumps(checked).decode(), text)
+        if self.spec.transforms:
+            record = Record(topic, cache, key, value, tuple(headers), timestamp_ms,
+                            f"{topic}[{partition}]@{offset}")
+            try:
+                out = self.chain(record)
+            except CodecError as exc:
+                raise _Bad("transform", str(exc)) from exc
+            if out.cache == cache and out.topic != topic:
+                out = replace(out, cache=self.spec.cache_prefix + out.topic)
+            cache, key, value = out.cache, out.key, out.value
+        checked = _checked_key(key)
+        _check_cache(cache)
+        if value is not None:
+            self._check_id(checked, value)
+            if self.keep is not None and not self._keeps(cache, checked, value):
+                return Decoded(FILTERED, cache=cache)
+        text = None if value is None else orjson.dumps(value).decode()
+        return Decoded(OK, cache, orjson.dumps(checked).decode(), text)
 
     def _key(self, topic: str, partition: int, offset: int, raw: bytes | None,
              value: Value | None) -> Key | None:
@@ -158,12 +160,10 @@ class Decoder:
         if value is None:
             raise _Bad("key", "a tombstone has no value to take keyFields from "
                        "(keyPolicy 'value')")
-        fields = self.spec.key_fields
-        missing = [f for f in fields if f not in value]
-        if missing:
-            raise _Bad("key", f"the value has no key field {', '.join(map(repr, missing))}")
-        parts = [_checked_key(value[f], f) for f in fields]
-        return parts[0] if len(parts) == 1 else orjson.dumps(parts).decode()
+        try:
+            return key_from_fields(value, self.spec.key_fields)
+        except CodecError as exc:
+            raise _Bad("key", str(exc)) from exc
 
     def _check_id(self, key: Key, value: Value) -> None:
         prop = self.spec.id_property
@@ -244,33 +244,43 @@ def _decode_batch(decoder: Decoder, batch: pa.RecordBatch) -> pa.RecordBatch:
     stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_pylist()
     heads: list[Any] = (batch.column("headers").to_pylist() if with_headers
                         else [None] * batch.num_rows)
-    out: dict[str, list[Any]] = {name: [] for name in (
-        "status", "cache", "key", "value", "stage", "reason", "raw_key", "raw_value",
-        "headers")}
+    status: list[str] = []
+    caches: list[str | None] = []
+    out_keys: list[str | None] = []
+    out_values: list[str | None] = []
+    stages: list[str | None] = []
+    reasons: list[str | None] = []
+    raw_keys: list[bytes | None] = []
+    raw_values: list[bytes | None] = []
+    raw_heads: list[Any] = []
     for i in range(batch.num_rows):
-        found = [(h["key"], h["value"]) for h in heads[i]] if heads[i] else []
-        stamp = stamps[i] // 1000 if stamps[i] is not None else None
-        d = decoder.decode(topics[i], partitions[i], offsets[i], keys[i], values[i], stamp,
-                           found)
+        head = heads[i]
+        stamp = stamps[i]
+        d = decoder.decode(topics[i], partitions[i], offsets[i], keys[i], values[i],
+                           stamp // 1000 if stamp is not None else None,
+                           [(h["key"], h["value"]) for h in head] if head else ())
+        status.append(d.status)
+        caches.append(d.cache)
+        out_keys.append(d.key)
+        out_values.append(d.value)
+        stages.append(d.stage)
+        reasons.append(d.reason)
         bad = d.status == BAD
-        for name, item in (("status", d.status), ("cache", d.cache), ("key", d.key),
-                           ("value", d.value), ("stage", d.stage), ("reason", d.reason),
-                           ("raw_key", keys[i] if bad else None),
-                           ("raw_value", values[i] if bad else None),
-                           ("headers", heads[i] if bad else None)):
-            out[name].append(item)
+        raw_keys.append(keys[i] if bad else None)
+        raw_values.append(values[i] if bad else None)
+        raw_heads.append(head if bad else None)
     columns: dict[str, pa.Array] = {
-        "status": pa.array(out["status"], pa.string()),
+        "status": pa.array(status, pa.string()),
         "topic": batch.column("topic"), "partition": batch.column("partition"),
         "offset": batch.column("offset"),
-        "cache": pa.array(out["cache"], pa.string()),
-        "key": pa.array(out["key"], pa.string()),
-        "value": pa.array(out["value"], pa.string()),
-        "stage": pa.array(out["stage"], pa.string()),
-        "reason": pa.array(out["reason"], pa.string()),
-        "raw_key": pa.array(out["raw_key"], pa.binary()),
-        "raw_value": pa.array(out["raw_value"], pa.binary()),
+        "cache": pa.array(caches, pa.string()),
+        "key": pa.array(out_keys, pa.string()),
+        "value": pa.array(out_values, pa.string()),
+        "stage": pa.array(stages, pa.string()),
+        "reason": pa.array(reasons, pa.string()),
+        "raw_key": pa.array(raw_keys, pa.binary()),
+        "raw_value": pa.array(raw_values, pa.binary()),
     }
     if with_headers:
-        columns["headers"] = pa.array(out["headers"], batch.column("headers").type)
+        columns["headers"] = pa.array(raw_heads, batch.column("headers").type)
     return pa.RecordBatch.from_pydict(columns)

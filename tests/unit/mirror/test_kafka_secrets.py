@@ -76,6 +76,22 @@ def test_properties_file_syntax() -> None:
         parse_properties("=value\n")
 
 
+@pytest.mark.parametrize("escape", ["\\u12", "\\u+123", "\\u_123", "\\u 123", "\\uzzzz"])
+def test_a_unicode_escape_takes_exactly_four_hex_digits(escape: str) -> None:
+    """As Java's: a short or signed escape is malformed, not a different character."""
+    assert parse_properties("a=\\u00e9\\u0041\n") == {"a": "éA"}
+    with pytest.raises(ConfigError, match="malformed"):
+        parse_properties(f"a={escape}\n")
+    with pytest.raises(ConfigError, match="malformed"):
+        parse_properties(f"key{escape}=x\n")
+
+
+def test_a_repeated_name_is_refused_when_unique() -> None:
+    assert parse_properties("a=1\na=2\n") == {"a": "2"}  # Java's rule: the last wins
+    with pytest.raises(ConfigError, match="'a' is given twice \\(first on line 1\\)"):
+        parse_properties("a=secret-1\n#\na=secret-2\n", unique=True)
+
+
 def test_env_properties() -> None:
     env = {"GRIDSTREAM_KAFKA_SASL_PASSWORD": SECRET, "GRIDSTREAM_KAFKA_LINGER_MS": "9",
            "OTHER": "x"}

@@ -164,3 +164,15 @@ def test_min_partitions_is_refused_with_the_cassandra_sink() -> None:
     # order-independent sinks keep the option (they fold each entity in version order)
     sql = load_config(_pipeline(topics=["a"], minPartitions=4, errorHandlingPolicy="fail"))
     assert sql.pipeline[0].min_partitions == 4
+
+
+def test_kafka_secrets_reach_the_source_but_never_a_repr(tmp_path: Path) -> None:
+    """[kafka] secret properties are held as SecretStr (no repr of the file shows them)
+    and still reach Spark's Kafka source as their real value."""
+    config = _load(tmp_path, '[kafka]\nproperties = { "sasl.password" = "hunter2", '
+                             '"client.id" = "c" }\n' + MINIMAL)
+    assert "hunter2" not in repr(config)
+    (pipeline,) = build_pipelines(config)  # type: ignore[arg-type]
+    options = pipeline.source_options()
+    assert options["kafka.sasl.password"] == "hunter2" and options["kafka.client.id"] == "c"
+    assert "hunter2" not in pipeline.describe()

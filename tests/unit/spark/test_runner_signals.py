@@ -54,6 +54,9 @@ class FakePipeline:
         print("started", flush=True)
         return FakeQuery()
 
+    def close(self) -> None:
+        self.sink.close()
+
 
 class FakeSpark:
     def stop(self) -> None:
@@ -72,7 +75,7 @@ class SignalledPipeline(FakePipeline):
 
 def test_the_runners_signal_handler_takes_no_lock() -> None:
     pipeline = SignalledPipeline()
-    runner = PipelineRunner([pipeline], FakeSpark, out=io.StringIO(),  # type: ignore[list-item]
+    runner = PipelineRunner([pipeline], FakeSpark, out=io.StringIO(),  # type: ignore[list-item, arg-type]
                             poll_s=0.05)
     previous = signal.getsignal(signal.SIGTERM)
     assert runner.run() == 0  # the handler stopped it

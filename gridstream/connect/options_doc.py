@@ -1,0 +1,254 @@
+"""The option tables of ``docs/connectors.md``, generated from the config models.
+
+Every option is declared once, in ``gridstream.connect.config``; its names and default
+come from there, its meaning from ``MEANINGS`` (or the field's ``description``). An
+option without a meaning is an error, so the docs cannot drift from the code::
+
+    python -m gridstream.connect.options_doc --write docs/connectors.md
+
+rewrites the part between ``<!-- options:begin -->`` and ``<!-- options:end -->``; a
+unit test checks that the file holds what ``render()`` gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from enum import Enum
+from pathlib import Path
+
+from pydantic import AliasChoices, BaseModel
+from pydantic_core import PydanticUndefined
+
+from gridstream.connect.config import (
+    ConverterConfig,
+    HazelcastGridSettings,
+    SinkConnectorConfig,
+    SourceConnectorConfig,
+    SpaceGridSettings,
+)
+from gridstream.errors import ConfigError
+
+__all__ = ["BEGIN", "END", "MEANINGS", "render", "write"]
+
+BEGIN, END = "<!-- options:begin -->", "<!-- options:end -->"
+
+MEANINGS: dict[str, str] = {
+    # both kinds
+    "name": "The connector's name, unique among the run's pipelines and connectors "
+            "(letters, digits, `_.-`, at most 100). Names it in progress lines, errors "
+            "and dead-letter headers.",
+    "kind": "`source` (grid caches → Kafka) or `sink` (Kafka → grid caches). "
+            "`connector.class` = `gridstream.connect.GridSourceConnector` / "
+            "`GridSinkConnector` says the same.",
+    "grid": "The grid: a table, see [Grid settings](#grid-settings).",
+    "checkpoint": "The Spark checkpoint directory (offsets, positions, snapshot files). "
+                  "One per connector or pipeline; a restarted connector resumes from it.",
+    "bootstrap_servers": "Kafka's bootstrap servers. Default: `[kafka]`'s.",
+    "kafka": "Kafka client properties (the producer's on the source side, the "
+             "consumer's on the sink side), over `[kafka] properties` unless the "
+             "connector names its own `bootstrap_servers`. Secrets are never printed.",
+    "converter": "How keys and values are written and read: a table, see "
+                 "[Converters](#converters).",
+    "transforms": "A chain of steps applied to every record in order: see "
+                  "[Transforms](#transforms).",
+    "cache_filter": "`module:function`: an entry predicate `(cache, key, value) -> bool`, "
+                    "imported only from a module of the allow-list (see "
+                    "[The allow-list](#the-allow-list)). Entries it refuses are counted "
+                    "as filtered.",
+    "error_handling_policy": "What happens to a record that cannot be filtered, "
+                             "transformed, converted or applied: `STOP_TASK`, `LOG_ONLY` "
+                             "or `DEAD_LETTER` (see [Error policies](#error-policies)). "
+                             "Kafka Connect's `errors.tolerance` `none` / `all` mean "
+                             "`STOP_TASK` / `LOG_ONLY`.",
+    "dead_letter_topic": "The dead-letter topic; required with `DEAD_LETTER`. A sink "
+                         "refuses one it would read itself.",
+    # source
+    "failover_policy": "What a (re)started source does about the changes made while it "
+                       "was down: `NONE`, `FULL_SNAPSHOT` or `BACKLOG` (see "
+                       "[Failover policies](#failover-policies)).",
+    "on_position_lost": "When a cache's stored position is no longer valid (journal "
+                        "overflow, a full Hazelcast restart, log retention): `fail` the "
+                        "connector with an error naming the cache, or `snapshot` the "
+                        "cache again (reported).",
+    "shall_load_initial_data": "On the first start, snapshot each cache before streaming "
+                               "its changes.",
+    "shall_process_removals": "Write removals as tombstones (no value); otherwise they "
+                              "are left out.",
+    "cache_whitelist": "Regular expressions (whole name); only caches matching one are "
+                       "read. Empty: every cache. A list or comma-separated text.",
+    "cache_blacklist": "Regular expressions (whole name); caches matching one are left "
+                       "out (applied after the whitelist).",
+    "cache_list_poll_interval_ms": "How often the grid's cache list is read: caches "
+                                   "created or dropped while running are picked up "
+                                   "within it. Milliseconds or text (`\"5 seconds\"`).",
+    "poll_interval_ms": "The micro-batch interval (the trigger). Milliseconds or text.",
+    "batch_size": "Rows of a snapshot taken per micro-batch.",
+    "topic_prefix": "A record's topic is `topicPrefix` + its cache (unless a `route` "
+                    "transform changes it).",
+    "topic_partitions": "Partitions of the topics the connector creates.",
+    "delivery_guarantee": "`exactly_once`: through the transactional Kafka writer "
+                          "(read_committed consumers see every change once); "
+                          "`at_least_once`: Spark's Kafka sink (a re-run batch is written "
+                          "again). Kafka Connect's `exactly.once.support` `required` / "
+                          "`requested` mean `exactly_once`.",
+    "transaction_timeout_ms": "The Kafka transaction timeout of the exactly-once writer; "
+                              "must exceed twice `pollInterval`.",
+    # sink
+    "topics": "The topics to read: a list or comma-separated text. Exactly one of "
+              "`topics` and `topics.regex`.",
+    "topics_regex": "A regular expression of the topics to read (whole name; topics "
+                    "created later are read too).",
+    "cache_prefix": "A record's cache is `cachePrefix` + its topic (unless a transform "
+                    "routes it); missing caches are created.",
+    "tasks_max": "Parallel writers: on Hazelcast, the Spark tasks that apply a batch with "
+                 "`put_all`; on the embedded Space the process owning it applies each "
+                 "batch.",
+    "push_interval_ms": "The micro-batch interval (the trigger). Milliseconds or text.",
+    "flush_on_offset_commit": "The seed's option. Every batch is applied to the grid "
+                              "before Spark commits its offsets, whatever its value.",
+    "shall_process_updates": "`false`: never overwrite or remove an existing entry (put "
+                             "if absent; tombstones of existing keys are ignored). "
+                             "`true`: puts overwrite, tombstones remove.",
+    "key_policy": "Where an entry's key comes from: `key` (the record's key, by the key "
+                  "converter), `value` (`keyFields` of the value) or `kafka` "
+                  "(`\"topic/partition/offset\"`).",
+    "key_fields": "With `keyPolicy = \"value\"`: the value's fields making the key. One "
+                  "field: its value (a string or an integer); several: the compact JSON "
+                  "array text of their values (`[\"eu\",12]`).",
+    "starting_offsets": "Where a sink without a checkpoint starts: `earliest` or "
+                        "`latest`.",
+    "max_offsets_per_trigger": "The most records per micro-batch (Spark's "
+                               "`maxOffsetsPerTrigger`).",
+    # grids
+    "grid.kind": "`space` (gridstream's embedded Space) or `hazelcast`: which table this "
+                 "is.",
+    "data_dir": "The Space's directory.",
+    "space_name": "The Space's name.",
+    "source": "The writer name whose versions the grid compares when a batch is applied "
+              "again; writers with unrelated versions need distinct names.",
+    "id_property": "The id property of the document types created for missing caches.",
+    "cluster_name": "The Hazelcast cluster's name.",
+    "members": "Member addresses `host:port`: a list or comma-separated text.",
+    "connect_timeout_s": "How long to try to reach the cluster (at open and after losing "
+                         "it) before failing, in seconds.",
+    "invocation_timeout_s": "How long one operation may be retried (e.g. while a lost "
+                            "member's partitions move), in seconds.",
+    # converters
+    "value": "`json` (a JSON object), `json_schema` (Kafka Connect's `{\"schema\", "
+             "\"payload\"}` envelope) or `avro` (Confluent wire format, schemas in the "
+             "registry). Kafka Connect's class names are accepted.",
+    "key": "`json` (a JSON scalar: `\"k-1\"` or `12`) or `string` (UTF-8 text).",
+    "schema_registry_url": "The schema registry (required with `avro`).",
+    "schema_registry_user_info": "`user:password` for the registry's basic "
+                                 "authentication; never printed.",
+    "subject_name_strategy": "Avro subjects: `topic` (`<topic>-value`), `record` or "
+                             "`topic_record`.",
+    "avro_schemas": "Source side, Avro: cache name → `.avsc` file; a cache without one "
+                    "gets a schema inferred from its entries.",
+}
+"""What each option means, by its snake_case name (one text for both kinds)."""
+
+_SOURCE, _SINK = set(SourceConnectorConfig.model_fields), set(SinkConnectorConfig.model_fields)
+_SECTIONS: tuple[tuple[str, type[BaseModel], str, set[str]], ...] = (
+    ("Options of both kinds", SourceConnectorConfig, "", _SOURCE & _SINK),
+    ("Source options (`kind = \"source\"`)", SourceConnectorConfig, "", _SOURCE - _SINK),
+    ("Sink options (`kind = \"sink\"`)", SinkConnectorConfig, "", _SINK - _SOURCE),
+    ("Grid settings: `grid = { kind = \"space\", ... }`", SpaceGridSettings, "grid",
+     set(SpaceGridSettings.model_fields)),
+    ("Grid settings: `grid = { kind = \"hazelcast\", ... }`", HazelcastGridSettings, "grid",
+     set(HazelcastGridSettings.model_fields)),
+    ("Converters: `converter = { ... }`", ConverterConfig, "converter",
+     set(ConverterConfig.model_fields)),
+)
+"""(title, model, prefix of ``MEANINGS`` keys that override plain ones, the fields)."""
+_SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _names(name: str, model: type[BaseModel]) -> tuple[str, list[str]]:
+    """The seed name (the first non-snake_case alias, else the name) and the others."""
+    alias = model.model_fields[name].validation_alias
+    choices = [c for c in alias.choices if isinstance(c, str)] if isinstance(
+        alias, AliasChoices) else []
+    seeds = [c for c in choices if not _SNAKE.match(c)]
+    seed = seeds[0] if seeds else name
+    others = [c for c in choices if c not in (seed, name)]
+    return seed, others
+
+
+def _default(name: str, model: type[BaseModel]) -> str:
+    field = model.model_fields[name]
+    if name == "kind" and model in (SourceConnectorConfig, SinkConnectorConfig):
+        return "required"  # it selects the model
+    if field.default is PydanticUndefined:
+        return "{}" if field.default_factory is not None else "required"
+    value = field.default
+    if isinstance(value, Enum):
+        value = value.value
+    if value is None:
+        return "—"
+    if isinstance(value, tuple):
+        return "[]" if not value else "`" + str(list(value)).replace("'", '"') + "`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    return f"`{value}`"
+
+
+def _meaning(name: str, model: type[BaseModel], prefix: str) -> str:
+    for key in (f"{prefix}.{name}", name):
+        if key in MEANINGS:
+            return MEANINGS[key]
+    description = model.model_fields[name].description
+    if description:
+        return description
+    raise ConfigError(f"option {name!r} of {model.__name__} has no meaning: add it to "
+                      "gridstream.connect.options_doc.MEANINGS or give it a description")
+
+
+def _table(model: type[BaseModel], prefix: str, fields: set[str]) -> list[str]:
+    rows = ["| option (seed name) | snake_case | default | meaning |",
+            "| --- | --- | --- | --- |"]
+    for name in model.model_fields:
+        if name not in fields:
+            continue
+        seed, others = _names(name, model)
+        also = f" (also {', '.join(f'`{o}`' for o in others)})" if others else ""
+        rows.append(f"| `{seed}`{also} | `{name}` | {_default(name, model)} | "
+                    f"{_meaning(name, model, prefix)} |")
+    return rows
+
+
+def render() -> str:
+    """The generated part of ``docs/connectors.md`` (between the markers)."""
+    lines = [BEGIN, "<!-- generated by `python -m gridstream.connect.options_doc --write "
+                    "docs/connectors.md`: edit gridstream/connect/options_doc.py -->"]
+    for title, model, prefix, fields in _SECTIONS:
+        lines += ["", f"### {title}", ""]
+        lines += _table(model, prefix, fields)
+    return "\n".join([*lines, "", END])
+
+
+def write(path: Path) -> None:
+    """Replace the generated part of ``path`` with ``render()``."""
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ConfigError(f"{path}: no {BEGIN} ... {END} section")
+    path.write_text(text[:start] + render() + text[end + len(END):], encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", type=Path, help="rewrite the tables of this file")
+    args = parser.parse_args(argv)
+    if args.write:
+        write(args.write)
+    else:
+        print(render())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,233 @@
+"""``[[connector]]`` sections of run files: kinds, shared checks with the pipelines, the
+allow-list, Kafka defaults, secrets, and building connectors by kind."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gridstream.connect import Connector, build_connector
+from gridstream.connect.config import SinkConnectorConfig, SourceConnectorConfig
+from gridstream.connect.filters import ALLOWED_ENV
+from gridstream.errors import ConfigError
+from gridstream.pipeline_config import (
+    build_connectors,
+    connector_kafka,
+    load_config,
+)
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+FILTER = "tests.unit.connect.entry_filters:active"
+
+SOURCE = """
+[[connector]]
+name = "src"
+kind = "source"
+checkpoint = "/tmp/ck/src"
+grid = { kind = "space", data_dir = "/tmp/space", space_name = "demo" }
+"""
+
+SINK = """
+[[connector]]
+name = "snk"
+"connector.class" = "gridstream.connect.GridSinkConnector"
+topics = "a, b"
+"tasks.max" = 4
+checkpoint = "/tmp/ck/snk"
+grid = { kind = "hazelcast", members = "127.0.0.1:5701" }
+"""
+
+PIPELINE = """
+[[pipeline]]
+name = "p"
+topics = ["a"]
+checkpoint = "/tmp/ck/p"
+sink = { kind = "sql", url = "sqlite:///x.db" }
+"""
+
+
+@pytest.fixture(autouse=True)
+def _no_env_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ALLOWED_ENV, raising=False)
+
+
+def _load(tmp_path: Path, text: str) -> Any:
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def test_connectors_only_and_with_pipelines(tmp_path: Path) -> None:
+    config = _load(tmp_path, SOURCE + SINK)
+    assert config.pipeline == []
+    source, sink = config.connector
+    assert isinstance(source, SourceConnectorConfig) and isinstance(sink, SinkConnectorConfig)
+    assert sink.topics == ("a", "b") and sink.tasks_max == 4
+    both = _load(tmp_path, PIPELINE + SOURCE)
+    assert [p.name for p in both.pipeline] == ["p"] and both.connector[0].name == "src"
+
+
+def test_connector_class_spellings(tmp_path: Path) -> None:
+    short = _load(tmp_path, SOURCE.replace('kind = "source"',
+                                           '"connector.class" = "GridSourceConnector"'))
+    assert short.connector[0].kind == "source"
+    agreeing = _load(tmp_path, SINK.replace('checkpoint', 'kind = "sink"\ncheckpoint'))
+    assert agreeing.connector[0].kind == "sink"
+
+
+def test_example_file_is_valid() -> None:
+    config = load_config(EXAMPLES / "connectors.toml")
+    kinds = {(c.kind, c.grid.kind) for c in config.connector}
+    assert kinds == {("source", "space"), ("sink", "hazelcast")}
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("[run]\nmax_restarts = 1\n", "nothing to run"),
+    (SOURCE + SOURCE.replace("/tmp/ck/src", "/tmp/ck/other"), "names must be unique: src"),
+    (PIPELINE + SOURCE.replace('name = "src"', 'name = "p"'), "names must be unique: p"),
+    (PIPELINE + SOURCE.replace("/tmp/ck/src", "/tmp/ck/p"), "own checkpoint.*/tmp/ck/p"),
+    (PIPELINE + SOURCE.replace("/tmp/ck/src", "/tmp/ck/p/"), "own checkpoint.*/tmp/ck/p"),
+    (PIPELINE + PIPELINE.replace('"p"', '"q"').replace("/tmp/ck/p", "/tmp/ck/p/"),
+     "own checkpoint.*/tmp/ck/p"),
+    (PIPELINE + SOURCE.replace("/tmp/ck/src", "/tmp//ck/./p"), "own checkpoint.*/tmp/ck/p"),
+    (PIPELINE.replace("/tmp/ck/p", "hdfs://nn/ck/p") + SOURCE.replace(
+        "/tmp/ck/src", "hdfs://nn/ck/p/"), "own checkpoint.*hdfs://nn/ck/p"),
+    (SOURCE + "colour = 'blue'\n", r"connector\.0\.source\.colour"),
+    (SOURCE + "failoverPolicy = 'SOMETIMES'\n", "failoverPolicy"),
+    (SOURCE + "batchSize = 0\n", "batchSize"),
+    (SINK.replace('topics = "a, b"', ""), "exactly one of 'topics'"),
+    (SINK.replace("GridSinkConnector", "FileStreamSink"), "connector.class.*not a gridstream"),
+    (SINK.replace('checkpoint', 'kind = "source"\ncheckpoint'), "connector.class says 'sink'"),
+    (SOURCE + "errorHandlingPolicy = 'DEAD_LETTER'\n", "deadLetterTopic"),
+    (SOURCE + "transforms = [{ type = 'mask' }]\n",
+     r"connector 'src': transforms\[0\] \(type 'mask'\): option 'fields': is required"),
+    (SOURCE + "transforms = [{ type = 'shout' }]\n", "connector 'src'.*unknown type 'shout'"),
+])
+def test_bad_connector_sections_name_the_problem(tmp_path: Path, text: str,
+                                                 needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        _load(tmp_path, text)
+
+
+def test_cache_filter_must_be_on_the_allow_list(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    text = SOURCE + f'cacheFilter = "{FILTER}"\n'
+    with pytest.raises(ConfigError, match="connector 'src': option 'cacheFilter': .*allow-list"):
+        _load(tmp_path, text)
+    allowed = _load(tmp_path, '[run]\nallowed_modules = ["tests.unit.connect"]\n' + text)
+    assert allowed.connector[0].cache_filter == FILTER
+    monkeypatch.setenv(ALLOWED_ENV, "tests.unit.connect.entry_filters")
+    assert _load(tmp_path, text).connector[0].cache_filter == FILTER
+    # an allowed module's missing function is found at load time too
+    with pytest.raises(ConfigError, match="option 'cacheFilter'.*not a function"):
+        _load(tmp_path, text.replace(":active", ":nothing"))
+
+
+def test_connectors_take_the_runs_kafka_unless_they_name_their_own(tmp_path: Path) -> None:
+    kafka = ('[kafka]\nbootstrap_servers = "k1:9092"\n'
+             'properties = { "client.id" = "run", "security.protocol" = "SSL" }\n')
+    inherit = _load(tmp_path, kafka + SOURCE + 'kafka = { "client.id" = "own" }\n')
+    servers, props = connector_kafka(inherit, inherit.connector[0])
+    assert servers == "k1:9092"
+    assert props == {"client.id": "own", "security.protocol": "SSL"}
+    own = _load(tmp_path, kafka + SOURCE + 'bootstrap_servers = "k2:9092"\n'
+                                           'kafka = { "client.id" = "own" }\n')
+    servers, props = connector_kafka(own, own.connector[0])
+    assert (servers, props) == ("k2:9092", {"client.id": "own"})
+
+
+def test_secrets_stay_out_of_reprs_and_errors(tmp_path: Path) -> None:
+    secrets = ('[kafka]\nproperties = { "sasl.password" = "hunter2" }\n' + SOURCE
+               + 'kafka = { "ssl.key.password" = "swordfish" }\n')
+    config = _load(tmp_path, secrets)
+    assert "hunter2" not in repr(config) and "swordfish" not in repr(config)
+    servers, props = connector_kafka(config, config.connector[0])
+    assert props["ssl.key.password"].get_secret_value() == "swordfish"
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, secrets + "batchSize = 'hunter2'\n")
+    assert "batchSize" in str(caught.value) and "hunter2" not in str(caught.value)
+    assert "swordfish" not in str(caught.value)
+
+
+class _FakeConnector(Connector):
+    def __init__(self, config: Any, **kwargs: Any) -> None:
+        super().__init__(config.name)
+        self.config, self.kwargs = config, kwargs
+
+    def describe(self) -> str:
+        return self.name
+
+    def start(self, spark: Any) -> Any:
+        raise NotImplementedError
+
+
+def test_build_connectors_dispatches_on_kind(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    for module, cls in (("gridstream.connect.source", "SourceConnector"),
+                        ("gridstream.connect.sink", "SinkConnector")):
+        fake = types.ModuleType(module)
+        setattr(fake, cls, type(cls, (_FakeConnector,), {}))
+        monkeypatch.setitem(sys.modules, module, fake)
+    config = _load(tmp_path, '[run]\nallowed_modules = ["m"]\n[kafka]\nbootstrap_servers = '
+                             '"k:1"\n' + SOURCE + SINK)
+    built = build_connectors(config, space="the space")
+    assert [type(c).__name__ for c in built] == ["SourceConnector", "SinkConnector"]
+    assert all(isinstance(c, _FakeConnector) for c in built)
+    first = built[0]
+    assert isinstance(first, _FakeConnector)
+    assert first.kwargs == {"bootstrap_servers": "k:1", "kafka_properties": {},
+                            "allowed_modules": ("m",), "space": "the space"}
+    assert build_connector(config.connector[1], bootstrap_servers="x", kafka_properties={},
+                           allowed_modules=()).name == "snk"
+
+
+def test_the_docs_option_tables_are_the_generated_ones() -> None:
+    """docs/connectors.md lists every option of the config models with its names and
+    default (regenerate: python -m gridstream.connect.options_doc --write ...)."""
+    from gridstream.connect.options_doc import render
+
+    docs = (EXAMPLES.parent / "docs" / "connectors.md").read_text(encoding="utf-8")
+    assert render() in docs
+    for name in [*SourceConnectorConfig.model_fields, *SinkConnectorConfig.model_fields]:
+        assert f"| `{name}` |" in render()
+
+
+def test_an_option_without_a_meaning_fails_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gridstream.connect import options_doc
+
+    meanings = dict(options_doc.MEANINGS)
+    del meanings["batch_size"]
+    monkeypatch.setattr(options_doc, "MEANINGS", meanings)
+    with pytest.raises(ConfigError, match="'batch_size' of SourceConnectorConfig has no meaning"):
+        options_doc.render()
+
+
+def test_run_config_runs_pipelines_and_connectors_together(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gridstream.spark.runner as runner_module
+    from gridstream.pipeline_config import run_config
+
+    for module, cls in (("gridstream.connect.source", "SourceConnector"),
+                        ("gridstream.connect.sink", "SinkConnector")):
+        fake = types.ModuleType(module)
+        setattr(fake, cls, type(cls, (_FakeConnector,), {}))
+        monkeypatch.setitem(sys.modules, module, fake)
+    ran: dict[str, Any] = {}
+
+    class FakeRunner:
+        def __init__(self, pipelines: list[Any], spark_factory: Any, **kwargs: Any) -> None:
+            ran.update(names=[p.name for p in pipelines], restarts=kwargs["restarts"])
+
+        def run(self) -> int:
+            return 7
+
+    monkeypatch.setattr(runner_module, "PipelineRunner", FakeRunner)
+    path = tmp_path / "run.toml"
+    path.write_text(PIPELINE.replace("x.db", str(tmp_path / "x.db")) + SOURCE + SINK)
+    assert run_config(path) == 7
+    assert ran["names"] == ["p", "src", "snk"]
+    assert set(ran["restarts"]) == {"p", "src", "snk"}
