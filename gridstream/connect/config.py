@@ -184,7 +184,14 @@ class ConverterConfig(BaseModel):
     key: Literal["json", "string"] = Field(
         default="json", validation_alias=_alias("key", "key.converter", "key_converter"))
     schema_registry_url: str | None = Field(
-        default=None, validation_alias=_alias("schema_registry_url", "schema.registry.url"))
+        default=None, repr=False,
+        validation_alias=_alias("schema_registry_url", "schema.registry.url"))
+    """May carry credentials (``https://user:pass@host/...``): never printed."""
+    schema_registry_user_info: SecretStr | None = Field(
+        default=None, validation_alias=_alias(
+            "schema_registry_user_info", "basic.auth.user.info",
+            "schema.registry.basic.auth.user.info"))
+    """``user:password`` for the registry's basic authentication."""
     subject_name_strategy: Literal["topic", "record", "topic_record"] = Field(
         default="topic", validation_alias=_alias("subject_name_strategy",
                                                  "value.subject.name.strategy"))

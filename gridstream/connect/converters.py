@@ -7,14 +7,21 @@ error policy).
 
 - keys: ``json`` — a JSON scalar (``"k-1"``, ``12``); ``string`` — UTF-8 text.
 - values: ``json`` — a JSON object; ``json_schema`` — Kafka Connect's envelope
-  ``{"schema": ..., "payload": ...}``; ``avro`` — Confluent wire format (magic byte 0,
-  4-byte schema id, Avro body) with schemas in the registry.
+  ``{"schema": ..., "payload": ...}`` (``gridstream.connect._json_schema``); ``avro`` —
+  Confluent wire format (magic byte 0, 4-byte schema id, Avro body) with schemas in the
+  registry (``gridstream.connect._avro``).
+- a registry that cannot be reached or fails is a ``ConnectorError`` (not the record's
+  fault: the connector stops rather than dead-lettering every record).
 - a removal (``None``) is a tombstone (no value bytes) in every format.
+- a float JSON cannot hold (NaN, infinities) is a ``CodecError`` in both JSON formats
+  (never written as ``null``).
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
+from typing import Any
 
 import orjson
 
@@ -50,6 +57,20 @@ def decode_key(data: bytes | None, kind: str = "json") -> Key | None:
     return key
 
 
+def _check_finite(value: Any, path: str) -> None:
+    """``CodecError`` for a float JSON cannot hold (NaN, infinities) anywhere in value."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CodecError(f"{f'field {path!r}' if path else 'the value'}: {value} has "
+                             "no JSON form")
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            _check_finite(item, f"{path}.{name}" if path else str(name))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_finite(item, f"{path}[{index}]")
+
+
 class Converter(ABC):
     """Values of one connector (keys: ``encode_key`` / ``decode_key`` with ``key_kind``)."""
 
@@ -83,9 +104,12 @@ class JsonConverter(Converter):
         if value is None:
             return None
         try:
-            return orjson.dumps(value)
+            data = orjson.dumps(value)
         except TypeError as exc:
             raise CodecError(f"value cannot be written as JSON: {exc}") from exc
+        if b"null" in data:  # orjson writes NaN and infinities as null: refuse them
+            _check_finite(value, "")
+        return data
 
     def decode_value(self, topic: str, data: bytes | None) -> Value | None:
         if data is None:
@@ -100,7 +124,15 @@ class JsonConverter(Converter):
 
 
 def build_converter(config: ConverterConfig) -> Converter:
-    """The converter ``config`` names."""
-    if config.value == "json":
-        return JsonConverter(config)
-    raise CodecError(f"value.converter {config.value!r} is not built yet")
+    """The converter ``config`` names (no network call: the Avro converter reaches the
+    registry on its first record). ``ConfigError`` for a declared Avro schema that cannot
+    be read."""
+    if config.value == "json_schema":
+        from gridstream.connect._json_schema import JsonSchemaConverter
+
+        return JsonSchemaConverter(config)
+    if config.value == "avro":
+        from gridstream.connect._avro import AvroConverter
+
+        return AvroConverter(config)
+    return JsonConverter(config)

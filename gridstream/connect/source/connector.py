@@ -24,7 +24,7 @@ import orjson
 from gridstream.connect.base import Connector, ConnectorReport
 from gridstream.connect.config import DeliveryGuarantee, SourceConnectorConfig
 from gridstream.connect.filters import allowed_modules, load_filter
-from gridstream.connect.source.datasource import FORMAT, GridSourceDataSource
+from gridstream.connect.source.datasource import FORMAT, GridSourceDataSource, source_options
 from gridstream.connect.source.snapshots import local_dir
 from gridstream.connect.transforms import build_chain
 from gridstream.errors import ConfigError, RecordError
@@ -108,8 +108,7 @@ class SourceConnector(Connector):
     def stream(self, spark: SparkSession) -> DataFrame:
         """The streaming DataFrame of the source's rows (see ``read``)."""
         spark.dataSource.register(GridSourceDataSource)
-        options = {"config": self.config.model_dump_json(exclude={"kafka"}),
-                   "allowed": ",".join(self.allowed)}
+        options = source_options(self.config, self.allowed)
         return spark.readStream.format(FORMAT).options(**options).load()
 
     def start(self, spark: SparkSession) -> StreamingQuery:

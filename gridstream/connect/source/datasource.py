@@ -47,11 +47,14 @@ from gridstream.connect.transforms import build_chain
 from gridstream.errors import GridError, PositionLostError
 from gridstream.grid.contract import GridAdapter, Position
 
-__all__ = ["FORMAT", "GridSourceDataSource", "GridStreamReader", "consumer_name"]
+__all__ = ["FORMAT", "GridSourceDataSource", "GridStreamReader", "consumer_name",
+           "source_options"]
 
 log = logging.getLogger(__name__)
 
 FORMAT = "gridstream-grid"
+_ATTEMPTS, _RETRY_S = 3, 2.0
+"""How often planning is tried when the grid fails (not a lost position), and the pause."""
 
 
 def consumer_name(connector: str) -> str:
@@ -97,8 +100,28 @@ def _work_from(payload: str) -> tuple[Work | None, int, list[dict[str, str]]]:
     return Work(**w), int(raw["t"]), []
 
 
+SECRET_OPTION = "registry.secret"  # noqa: S105 - an option name, not a password
+"""The option holding the converter's registry credentials: Spark redacts options whose
+name matches ``spark.redaction.regex`` (``secret``, ``password``, ...) wherever it prints
+them."""
+
+
+def source_options(config: SourceConnectorConfig, allowed: Sequence[str]) -> dict[str, str]:
+    """The data source's options: the config without Kafka properties (the reader needs
+    none), the allowed filter modules, and the registry's credentials apart."""
+    options = {"config": config.model_dump_json(exclude={"kafka"}), "allowed": ",".join(allowed)}
+    secret = config.converter.schema_registry_user_info
+    if secret is not None:
+        options[SECRET_OPTION] = secret.get_secret_value()
+    return options
+
+
 def _config(options: dict[str, str]) -> tuple[SourceConnectorConfig, tuple[str, ...]]:
-    config = SourceConnectorConfig.model_validate_json(options["config"])
+    raw = orjson.loads(options["config"])
+    secret = options.get(SECRET_OPTION)
+    if secret is not None:
+        raw["converter"]["schema_registry_user_info"] = secret
+    config = SourceConnectorConfig.model_validate(raw)
     allowed = tuple(a for a in options.get("allowed", "").split(",") if a)
     return config, allowed
 
@@ -165,14 +188,20 @@ class GridStreamReader(DataSourceStreamReader):
     def latestOffset(self, start: dict[str, Any], limit: Any = None) -> dict[str, Any]:
         begin = SourceOffset.from_dict(start)
         first = self._planner.first
-        try:
-            planned = self._planner.plan(begin, _AdapterView(self._grid(), self.snap_dir),
-                                         int(time.time() * 1000))
-        except PositionLostError:
-            raise
-        except GridError:
-            self._reset()
-            raise
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                planned = self._planner.plan(begin, _AdapterView(self._grid(), self.snap_dir),
+                                             int(time.time() * 1000))
+                break
+            except PositionLostError:
+                raise
+            except GridError as exc:  # the grid unreachable for a while: a new connection
+                self._reset()
+                if attempt == _ATTEMPTS:
+                    raise
+                log.warning("planning the next batch failed (attempt %d of %d), again in "
+                            "%ss: %s", attempt, _ATTEMPTS, _RETRY_S, exc)
+                time.sleep(_RETRY_S)
         if first:
             self._acknowledge(begin)
         self._planned = planned
@@ -200,14 +229,9 @@ class GridStreamReader(DataSourceStreamReader):
                          orjson.dumps(event).decode())
             yield rows.take()
             return
-        adapter = _worker_adapter(self.config)
         maker = _worker_maker(self.config, self.allowed, time_ms)
-        try:
-            yield from read_work(work, adapter, maker, self.snap_dir)
-        except GridError as exc:
-            if not isinstance(exc, PositionLostError):
-                _drop_worker_adapter(self.config)
-            raise
+        yield from read_work(work, lambda fresh: _worker_adapter(self.config, fresh), maker,
+                             self.snap_dir)
 
     def commit(self, end: dict[str, Any]) -> None:
         done = SourceOffset.from_dict(end)
@@ -250,7 +274,11 @@ def _grid_key(config: SourceConnectorConfig) -> str:
     return config.grid.model_dump_json()
 
 
-def _worker_adapter(config: SourceConnectorConfig) -> GridAdapter:
+def _worker_adapter(config: SourceConnectorConfig, fresh: bool = False) -> GridAdapter:
+    """This worker's adapter for the config's grid (``fresh``: the old one failed, close
+    it and connect again)."""
+    if fresh:
+        _drop_worker_adapter(config)
     key = _grid_key(config)
     with _LOCK:
         adapter = _ADAPTERS.get(key)

@@ -152,8 +152,8 @@ class SourceOffset:
             raise ConfigError(f"not a gridstream source offset (version {VERSION}): {raw!r}")
         try:
             caches = {str(c): CacheState.from_dict(s) for c, s in raw.get("caches", {}).items()}
-            events = [Event.from_dict(raw["events"][k])
-                      for k in sorted(raw.get("events", {}), key=int)]
+            events = tuple(Event.from_dict(raw["events"][k])
+                           for k in sorted(raw.get("events", {}), key=int))
             return cls(caches, int(raw.get("t", 0)), events, bool(raw.get("initial")))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ConfigError(f"not a gridstream source offset: {exc}") from exc
@@ -223,8 +223,14 @@ class Planner:
 
     def plan(self, start: SourceOffset, grid: GridView, now_ms: int) -> SourceOffset:
         """The next offset after ``start``; ``start`` itself (same content) when nothing
-        moved, so Spark runs no batch."""
-        first, self.first = self.first, False
+        moved, so Spark runs no batch. A plan that raises leaves the planner as it was
+        (the first plan of a run stays the first until one succeeds)."""
+        planned = self._plan(start, grid, now_ms)
+        self.first = False
+        return planned
+
+    def _plan(self, start: SourceOffset, grid: GridView, now_ms: int) -> SourceOffset:
+        first = self.first
         caches = self._caches(grid, now_ms, force=first)
         events: list[Event] = []
         out: dict[str, CacheState] = {}
@@ -305,6 +311,8 @@ class Planner:
             raise PositionLostError(f"the position belongs to lineage {pos.lineage!r}, the "
                                     f"grid is now {end.lineage!r}", cache=cache,
                                     detail="lineage")
+        if dict(end.next_seqs) == dict(pos.next_seqs):
+            return end  # nothing written since: nothing can have overflowed
         oldest = grid.start_position(cache)
         for stream, seq in pos.next_seqs.items():
             if seq < oldest.next_seqs.get(stream, 0):

@@ -15,7 +15,9 @@ cannot pass becomes a row whose ``status`` says what the error policy made of it
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +40,8 @@ from gridstream.connect.record import (
 )
 from gridstream.connect.source import snapshots
 from gridstream.connect.source.offsets import Work
-from gridstream.errors import CodecError
-from gridstream.grid.contract import Change, GridAdapter, Key, Position, Value
+from gridstream.errors import CodecError, GridError, PositionLostError
+from gridstream.grid.contract import Change, ChangeBatch, GridAdapter, Key, Position, Value
 
 __all__ = ["ROW_SCHEMA", "SCHEMA_DDL", "RecordMaker", "RowBuffer", "read_work"]
 
@@ -151,17 +153,41 @@ def _raw_value(value: Value | None) -> bytes | None:
         return None
     try:
         return orjson.dumps(value)
-    except TypeError:
-        return orjson.dumps(value, default=repr, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # e.g. an integer beyond 64 bits: Python's json writes it as it is
+        return json.dumps(value, default=repr, separators=(",", ":")).encode()
 
 
-def _changes(adapter: GridAdapter, cache: str, start: Position, end: Position
+Adapters = Callable[[bool], GridAdapter]
+"""This process's adapter (``True``: the previous one failed, a new connection)."""
+_ATTEMPTS, _RETRY_S = 3, 2.0
+
+
+def _read(adapters: Adapters, cache: str, position: Position) -> ChangeBatch:
+    """One read, tried again on a new connection when the grid fails (a lost position is
+    never retried). Nothing of a failed read was used, so nothing is read twice."""
+    fresh = False
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            return adapters(fresh).read_changes(cache, position, _READ_CHANGES)
+        except PositionLostError:
+            raise
+        except GridError as exc:
+            if attempt == _ATTEMPTS:
+                raise
+            log.warning("%s: reading changes failed (attempt %d of %d), again in %ss: %s",
+                        cache, attempt, _ATTEMPTS, _RETRY_S, exc)
+            time.sleep(_RETRY_S)
+            fresh = True
+    raise AssertionError("unreachable")
+
+
+def _changes(adapters: Adapters, cache: str, start: Position, end: Position
              ) -> Iterator[Change]:
     """Every change from ``start`` up to (not including) ``end``, stream by stream."""
     position = start
     limits = end.next_seqs
     while not all(position.next_seqs.get(s, 0) >= seq for s, seq in limits.items()):
-        batch = adapter.read_changes(cache, position, _READ_CHANGES)
+        batch = _read(adapters, cache, position)
         for change in batch.changes:
             if change.seq < limits.get(change.stream, 0):
                 yield change
@@ -171,13 +197,11 @@ def _changes(adapter: GridAdapter, cache: str, start: Position, end: Position
 
 
 def raise_stuck(cache: str, position: Position, end: Position) -> None:
-    from gridstream.errors import GridError
-
     raise GridError(f"cache {cache!r}: the change stream stands at {position.to_json()} "
                     f"and gives nothing more before {end.to_json()}, planned as its end")
 
 
-def read_work(work: Work, adapter: GridAdapter, maker: RecordMaker, snap_dir: Path
+def read_work(work: Work, adapters: Adapters, maker: RecordMaker, snap_dir: Path
               ) -> Iterator[pa.RecordBatch]:
     """The rows of one cache's part of a batch."""
     rows = RowBuffer()
@@ -193,7 +217,7 @@ def read_work(work: Work, adapter: GridAdapter, maker: RecordMaker, snap_dir: Pa
         if work.snap is not None and work.until is not None:
             settled = snapshots.versions(snap_dir, work.snap)
         until = work.until.next_seqs if work.until is not None else {}
-        for change in _changes(adapter, cache, work.start, work.end):
+        for change in _changes(adapters, cache, work.start, work.end):
             if work.skip:
                 rows.add(None, None, None, None, "gap", cache, f"{cache}/{change.key}")
             elif (settled and change.seq < until.get(change.stream, 0)

@@ -1,0 +1,372 @@
+"""Avro values in the Confluent wire format, schemas in a Confluent-compatible registry.
+
+A value's bytes: magic byte ``0``, the writer schema's id (4 bytes, big-endian), the
+Avro binary body — what Confluent's ``AvroSerializer`` / ``KafkaAvroSerializer`` write
+and read.
+
+- Encoding (source side): the cache's declared schema (``avro.schemas``: cache → .avsc
+  file) or one inferred from the value (``gridstream.connect._avro_schema``), registered
+  under the subject ``value.subject.name.strategy`` names — ``topic``: ``<topic>-value``,
+  ``record``: the record's full name, ``topic_record``: ``<topic>-<record full name>``.
+  A value that does not fit its declared schema (a missing field without a default, an
+  undeclared field, a wrong type) and a schema the registry refuses (incompatible with
+  the subject's compatibility rule, invalid) are ``CodecError``s: that record's fault.
+- Decoding (sink side): magic byte, writer schema by id (unknown id: ``CodecError``),
+  the body decoded with the writer schema into a dict; a writer schema that is not a
+  record, a body that does not match it, or trailing bytes are ``CodecError``s.
+- Every registry answer is cached for the converter's life: one registration per
+  (subject, schema), one lookup per schema id, one latest-version read per subject.
+- A registry that cannot be reached, or answers with a server error, raises
+  ``ConnectorError`` (the connector stops; records are not blamed for it). The
+  registry URL may carry credentials (``https://user:pass@host``), or they come from
+  ``basic.auth.user.info``: neither ever appears in a message or repr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import struct
+from collections.abc import Mapping
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import orjson
+
+from gridstream.connect._avro_schema import (
+    NAMESPACE,
+    Memory,
+    Shape,
+    check_value,
+    full_name,
+    load_declared,
+    record_name,
+    remember,
+    schema_of,
+    shape_of,
+)
+from gridstream.connect.config import ConverterConfig
+from gridstream.connect.converters import Converter
+from gridstream.errors import CodecError, ConfigError, ConnectorError
+from gridstream.grid.contract import Value
+
+__all__ = ["AvroConverter", "Registry", "SchemaRegistryClientRegistry", "redacted_url"]
+
+MAGIC = 0
+_HEADER = struct.Struct(">bI")
+_NOT_FOUND = 404
+_INCOMPATIBLE = 409
+_INVALID = 422
+_MAX_CACHED = 4096
+"""Writer schemas (and registered ids) kept per converter: values of ever new shapes
+(dynamic keys) start the cache afresh instead of growing it without bound."""
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without its user info (for messages)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<the registry URL>"
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+class Registry(Protocol):
+    """The registry calls the converter makes (a fake in unit tests)."""
+
+    def register(self, subject: str, schema: str) -> int:
+        """The id of ``schema`` under ``subject`` (registered if new)."""
+
+    def schema(self, schema_id: int) -> str | None:
+        """The schema text with that id, or None if unknown."""
+
+    def latest(self, subject: str) -> str | None:
+        """The subject's latest schema text, or None without one."""
+
+    def close(self) -> None:
+        """Release the client."""
+
+
+class SchemaRegistryClientRegistry:
+    """``Registry`` over confluent-kafka's ``SchemaRegistryClient`` (built on first use)."""
+
+    def __init__(self, url: str, user_info: str | None = None) -> None:
+        self._url = url
+        self._user_info = user_info
+        self._client: Any = None
+
+    def __repr__(self) -> str:
+        return f"SchemaRegistryClientRegistry({redacted_url(self._url)!r})"
+
+    def _open(self) -> Any:
+        if self._client is None:
+            try:
+                from confluent_kafka.schema_registry import SchemaRegistryClient
+            except ImportError as exc:  # pragma: no cover - depends on the environment
+                raise ConfigError("the avro converter needs: pip install "
+                                  "'gridstream[registry]'") from exc
+            conf = {"url": self._url}
+            if self._user_info is not None:
+                conf["basic.auth.user.info"] = self._user_info
+            try:
+                self._client = SchemaRegistryClient(conf)
+            except (ValueError, TypeError) as exc:
+                # not chained: the client's message quotes the URL, credentials included
+                raise ConfigError(f"schema.registry.url {redacted_url(self._url)!r} or "
+                                  f"its credentials are not usable: {type(exc).__name__}"
+                                  ) from None
+        return self._client
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the URL's or ``basic.auth.user.info``'s credentials."""
+        secrets = [self._url, self._user_info or ""]
+        try:
+            parts = urlsplit(self._url)
+            secrets += [parts.password or "", parts.netloc if parts.password else ""]
+        except ValueError:
+            pass
+        for secret in sorted(filter(None, secrets), key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
+
+    def _failed(self, action: str, exc: Exception) -> ConnectorError:
+        status = getattr(exc, "http_status_code", None)
+        detail = f"HTTP {status}: {getattr(exc, 'error_message', '')}" if status else \
+            f"{type(exc).__name__}: {exc}"
+        return ConnectorError(f"schema registry {redacted_url(self._url)}: {action} "
+                              f"failed ({self._scrub(detail)})")
+
+    def register(self, subject: str, schema: str) -> int:
+        from confluent_kafka.schema_registry import Schema
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        client = self._open()
+        try:
+            return int(client.register_schema(subject, Schema(schema, "AVRO")))
+        except SchemaRegistryError as exc:
+            if exc.http_status_code in (_INCOMPATIBLE, _INVALID):
+                what = "incompatible" if exc.http_status_code == _INCOMPATIBLE else "invalid"
+                raise CodecError(f"the registry refused the schema for subject {subject!r} "
+                                 f"as {what}: {exc.error_message}") from exc
+            raise self._failed(f"registering subject {subject!r}", exc) from exc
+        except Exception as exc:  # httpx / socket errors: the registry, not the record
+            raise self._failed(f"registering subject {subject!r}", exc) from exc
+
+    def schema(self, schema_id: int) -> str | None:
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        client = self._open()
+        try:
+            found = client.get_schema(schema_id)
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == _NOT_FOUND:
+                return None
+            raise self._failed(f"looking up schema id {schema_id}", exc) from exc
+        except Exception as exc:
+            raise self._failed(f"looking up schema id {schema_id}", exc) from exc
+        if (found.schema_type or "AVRO") != "AVRO":
+            raise CodecError(f"schema id {schema_id} is a {found.schema_type} schema, not Avro")
+        return str(found.schema_str)
+
+    def latest(self, subject: str) -> str | None:
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        client = self._open()
+        try:
+            found = client.get_latest_version(subject)
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == _NOT_FOUND:
+                return None
+            raise self._failed(f"reading subject {subject!r}", exc) from exc
+        except Exception as exc:
+            raise self._failed(f"reading subject {subject!r}", exc) from exc
+        if (found.schema.schema_type or "AVRO") != "AVRO":
+            return None
+        return str(found.schema.schema_str)
+
+    def close(self) -> None:
+        self._client = None
+
+
+class _Writer:
+    """One writer schema under one subject: its id and parsed form."""
+
+    __slots__ = ("header", "parsed", "strict")
+
+    def __init__(self, header: bytes, parsed: Any, strict: bool) -> None:
+        self.header = header
+        self.parsed = parsed
+        self.strict = strict
+
+
+class AvroConverter(Converter):
+    """Avro values (see the module docstring)."""
+
+    def __init__(self, config: ConverterConfig, *, registry: Registry | None = None) -> None:
+        super().__init__(config)
+        try:
+            import fastavro
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ConfigError("the avro converter needs: pip install "
+                              "'gridstream[registry]'") from exc
+
+        self._fastavro: Any = fastavro
+        if registry is None:
+            if not config.schema_registry_url:
+                raise ConfigError("value.converter 'avro' needs schema.registry.url")
+            info = config.schema_registry_user_info
+            registry = SchemaRegistryClientRegistry(
+                config.schema_registry_url,
+                info.get_secret_value() if info is not None else None)
+        self.registry = registry
+        declared = load_declared(config.avro_schemas)
+        self._declared = {cache: self._parse(schema, f"the declared schema of {cache!r}",
+                                             ConfigError)
+                          for cache, schema in declared.items()}
+        self._declared_text = {cache: orjson.dumps(schema).decode()
+                               for cache, schema in declared.items()}
+        self._ids: dict[tuple[str, str], int] = {}
+        self._refused: dict[tuple[str, str], str] = {}
+        self._writers: dict[tuple[str, str, Shape], _Writer] = {}
+        self._readers: dict[int, Any] = {}
+        self._memory: dict[str, Memory] = {}
+        self._seeded: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"AvroConverter({self.config.subject_name_strategy!r}, {self.registry!r})"
+
+    def _parse(self, schema: Mapping[str, Any], what: str, error: type[Exception]) -> Any:
+        try:
+            return self._fastavro.parse_schema(dict(schema), named_schemas={})
+        except Exception as exc:  # fastavro raises several kinds for a bad schema
+            raise error(f"{what} is not a valid Avro schema: {exc}") from exc
+
+    def subject(self, topic: str, schema: Mapping[str, Any]) -> str:
+        strategy = self.config.subject_name_strategy
+        if strategy == "topic":
+            return f"{topic}-value"
+        if strategy == "record":
+            return full_name(schema)
+        return f"{topic}-{full_name(schema)}"
+
+    def _schema_id(self, subject: str, text: str) -> int:
+        """The registered id (a refusal is remembered too: the records of a refused
+        schema do not each ask the registry again)."""
+        key = (subject, text)
+        schema_id = self._ids.get(key)
+        if schema_id is None:
+            refused = self._refused.get(key)
+            if refused is not None:
+                raise CodecError(refused)
+            try:
+                schema_id = self.registry.register(subject, text)
+            except CodecError as exc:
+                if len(self._refused) >= _MAX_CACHED:
+                    self._refused.clear()
+                self._refused[key] = str(exc)
+                raise
+            if len(self._ids) >= _MAX_CACHED:
+                self._ids.clear()
+            self._ids[key] = schema_id
+        return schema_id
+
+    def _writer(self, topic: str, cache: str, value: Value) -> _Writer:
+        declared = self._declared.get(cache)
+        if declared is not None:
+            key: tuple[str, str, Shape] = (topic, cache, None)
+            writer = self._writers.get(key)
+            if writer is None:
+                text = self._declared_text[cache]
+                subject = self.subject(topic, orjson.loads(text))
+                schema_id = self._schema_id(subject, text)
+                self._readers.setdefault(schema_id, declared)
+                writer = _Writer(_HEADER.pack(MAGIC, schema_id), declared, True)
+                self._writers[key] = writer
+            return writer
+        shape = shape_of(value)
+        key = (topic, cache, shape)
+        writer = self._writers.get(key)
+        if writer is None:
+            writer = self._inferred(topic, cache, shape)
+            if len(self._writers) >= _MAX_CACHED:
+                self._writers.clear()
+            self._writers[key] = writer
+        return writer
+
+    def _inferred(self, topic: str, cache: str, shape: Shape) -> _Writer:
+        memory = self._memory.setdefault(cache, {})
+        subject = self.subject(topic, {"name": record_name(cache), "namespace": NAMESPACE})
+        if subject not in self._seeded:
+            self._seeded.add(subject)
+            latest = self.registry.latest(subject)
+            if latest is not None:
+                # a subject written by others may not parse: then nothing is learnt
+                with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
+                    remember(orjson.loads(latest), memory)
+        schema = schema_of(cache, shape, memory)
+        parsed = self._parse(schema, f"the schema inferred for cache {cache!r}", CodecError)
+        text = orjson.dumps(schema).decode()
+        schema_id = self._schema_id(subject, text)
+        self._readers.setdefault(schema_id, parsed)
+        writer = _Writer(_HEADER.pack(MAGIC, schema_id), parsed, False)
+        remember(schema, memory)
+        return writer
+
+    def encode_value(self, topic: str, cache: str, value: Value | None) -> bytes | None:
+        if value is None:
+            return None
+        check_value(value)
+        writer = self._writer(topic, cache, value)
+        out = io.BytesIO()
+        out.write(writer.header)
+        try:
+            self._fastavro.schemaless_writer(out, writer.parsed, value,
+                                             strict_allow_default=writer.strict)
+        except (ValueError, TypeError, OverflowError, AttributeError, KeyError) as exc:
+            raise CodecError(f"value does not fit the Avro schema of cache {cache!r}: "
+                             f"{exc}") from exc
+        return out.getvalue()
+
+    def _reader(self, schema_id: int) -> Any:
+        parsed = self._readers.get(schema_id)
+        if parsed is None:
+            text = self.registry.schema(schema_id)
+            if text is None:
+                raise CodecError(f"schema id {schema_id} is unknown to the registry")
+            try:
+                schema = orjson.loads(text)
+            except orjson.JSONDecodeError as exc:
+                raise CodecError(f"schema id {schema_id} is not JSON: {exc}") from exc
+            if not isinstance(schema, dict) or schema.get("type") != "record":
+                raise CodecError(f"schema id {schema_id} is not a record: a grid value is one")
+            parsed = self._parse(schema, f"schema id {schema_id}", CodecError)
+            self._readers[schema_id] = parsed
+        return parsed
+
+    def decode_value(self, topic: str, data: bytes | None) -> Value | None:
+        if data is None:
+            return None
+        if len(data) < _HEADER.size or data[0] != MAGIC:
+            raise CodecError("value is not Confluent-framed Avro (magic byte 0 and a "
+                             "4-byte schema id expected)")
+        _, schema_id = _HEADER.unpack_from(data)
+        parsed = self._reader(schema_id)
+        body = io.BytesIO(data)
+        body.seek(_HEADER.size)
+        try:
+            value = self._fastavro.schemaless_reader(body, parsed, None)
+        except (ValueError, TypeError, EOFError, IndexError, UnicodeDecodeError,
+                StopIteration) as exc:
+            raise CodecError(f"Avro body does not match schema id {schema_id}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        if body.tell() != len(data):
+            raise CodecError(f"Avro body has {len(data) - body.tell()} bytes beyond the "
+                             f"record of schema id {schema_id}")
+        if not isinstance(value, dict):  # pragma: no cover - the schema is a record
+            raise CodecError(f"schema id {schema_id} did not decode to a record")
+        return value
+
+    def close(self) -> None:
+        self.registry.close()

@@ -1,0 +1,480 @@
+"""Converters: JSON, Kafka Connect's schema envelope, Avro (with a fake registry here;
+the real registry: tests/integration/test_connect_converters.py)."""
+
+from __future__ import annotations
+
+import base64
+import collections
+import enum
+import struct
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gridstream.connect._avro import AvroConverter, redacted_url
+from gridstream.connect._json_schema import JsonSchemaConverter, infer_schema
+from gridstream.connect.config import ConverterConfig
+from gridstream.connect.converters import Converter, JsonConverter, build_converter
+from gridstream.errors import CodecError, ConfigError
+
+VALUE: dict[str, Any] = {
+    "name": "Ada", "age": 36, "score": 1.5, "active": True, "nickname": None,
+    "address": {"city": "London", "zip": None, "tags": ["a", "b"]},
+    "orders": [{"id": 1, "total": 2.5}, {"id": 2, "total": None}, None],
+    "empty": [], "nulls": [None, None], "matrix": [[1, 2], [], [3]],
+}
+
+
+def _json_schema() -> Converter:
+    return build_converter(ConverterConfig(value="json_schema"))
+
+
+# ------------------------------------------------------------------------- json
+
+
+def test_json_round_trip_and_errors() -> None:
+    converter = build_converter(ConverterConfig())
+    assert isinstance(converter, JsonConverter)
+    data = converter.encode_value("t", "c", VALUE)
+    assert converter.decode_value("t", data) == VALUE
+    assert converter.encode_value("t", "c", None) is None
+    assert converter.decode_value("t", None) is None
+    with pytest.raises(CodecError, match="not JSON"):
+        converter.decode_value("t", b"{nope")
+    with pytest.raises(CodecError, match="JSON object"):
+        converter.decode_value("t", b"[1]")
+    with pytest.raises(CodecError, match="cannot be written"):
+        converter.encode_value("t", "c", {"s": {1, 2}})
+
+
+@pytest.mark.parametrize("value", [
+    {"x": float("nan")}, {"x": float("inf")}, {"n": None, "l": [1.0, float("-inf")]},
+    {"d": {"deep": [{"x": float("nan")}]}}])
+def test_json_refuses_floats_json_cannot_hold(value: dict[str, Any]) -> None:
+    """orjson writes NaN and infinities as null: the value would change silently."""
+    with pytest.raises(CodecError, match="no JSON form"):
+        build_converter(ConverterConfig()).encode_value("t", "c", value)
+
+
+def test_json_keeps_nulls_and_finite_floats() -> None:
+    value = {"n": None, "f": [1.5, None, -0.0], "d": {"x": None, "y": 1e308}}
+    converter = build_converter(ConverterConfig())
+    assert converter.decode_value("t", converter.encode_value("t", "c", value)) == value
+
+
+@pytest.mark.parametrize(("kind", "key", "data"), [
+    ("json", "k-1", b'"k-1"'), ("json", 12, b"12"), ("string", "k-1", b"k-1")])
+def test_keys_round_trip(kind: str, key: Any, data: bytes) -> None:
+    converter = build_converter(ConverterConfig(key=kind))  # type: ignore[arg-type]
+    assert converter.encode_key(key) == data
+    assert converter.decode_key(data) == key
+    assert converter.decode_key(None) is None
+
+
+def test_bad_keys_are_codec_errors() -> None:
+    converter = build_converter(ConverterConfig())
+    for data in (b"{x", b"true", b"1.5", b"[1]"):
+        with pytest.raises(CodecError):
+            converter.decode_key(data)
+    with pytest.raises(CodecError, match="UTF-8"):
+        build_converter(ConverterConfig(key="string")).decode_key(b"\xff")
+
+
+# ------------------------------------------------------------------------- json_schema
+
+
+def test_json_schema_envelope_round_trip() -> None:
+    converter = _json_schema()
+    assert isinstance(converter, JsonSchemaConverter)
+    data = converter.encode_value("t", "people", VALUE)
+    assert data is not None
+    envelope = orjson.loads(data)
+    assert set(envelope) == {"schema", "payload"}
+    assert envelope["payload"] == VALUE
+    assert converter.decode_value("t", data) == VALUE
+    assert converter.encode_value("t", "people", None) is None
+    assert converter.decode_value("t", None) is None
+
+
+def test_json_schema_inference() -> None:
+    schema = infer_schema("people", VALUE)
+    assert {k: schema[k] for k in ("type", "optional", "name")} == {
+        "type": "struct", "optional": False, "name": "people"}
+    fields = {f["field"]: f for f in schema["fields"]}
+    assert all(f["optional"] is True for f in fields.values())
+    assert [fields[n]["type"] for n in ("name", "age", "score", "active", "nickname")] == [
+        "string", "int64", "double", "boolean", "string"]
+    address = {f["field"]: f for f in fields["address"]["fields"]}
+    assert address["zip"] == {"type": "string", "optional": True, "field": "zip"}
+    assert address["tags"]["items"] == {"type": "string", "optional": False}
+    orders = fields["orders"]["items"]
+    assert orders["type"] == "struct" and orders["optional"] is True  # a None element
+    assert {f["field"]: f["type"] for f in orders["fields"]} == {"id": "int64",
+                                                                 "total": "double"}
+    assert fields["empty"]["items"] == {"type": "string", "optional": True}
+    assert fields["nulls"]["items"] == {"type": "string", "optional": True}
+    assert fields["matrix"]["items"] == {"type": "array", "optional": False,
+                                         "items": {"type": "int64", "optional": False}}
+
+
+def test_json_schema_merges_struct_elements_and_null_fields() -> None:
+    schema = infer_schema("c", {"l": [{"a": None}, {"a": 1, "b": "x"}, {"b": None}]})
+    items = schema["fields"][0]["items"]
+    assert {f["field"]: (f["type"], f["optional"]) for f in items["fields"]} == {
+        "a": ("int64", True), "b": ("string", True)}
+
+
+@pytest.mark.parametrize(("value", "match"), [
+    ({"l": [1, "a"]}, "mix int64 and string"),
+    ({"l": [{"a": 1}, {"a": "x"}]}, "mix int64 and string"),
+    ({"l": [[1], ["x"]]}, "mix int64 and string"),
+    ({"n": 2**63}, "int64"),
+    ({"f": float("nan")}, "no JSON form"),
+    ({"f": float("inf")}, "no JSON form"),
+    ({"b": b"x"}, "bytes has no Connect schema"),
+    ({"s": {1, 2}}, "set has no Connect schema"),
+    ({"d": {1: "x"}}, "not a string"),
+])
+def test_json_schema_refuses_values_without_a_connect_schema(value: dict[str, Any],
+                                                             match: str) -> None:
+    with pytest.raises(CodecError, match=match):
+        _json_schema().encode_value("t", "c", value)
+
+
+def _envelope(fields: list[dict[str, Any]], payload: Any, **schema: Any) -> bytes:
+    return orjson.dumps({"schema": {"type": "struct", "fields": fields, "optional": False,
+                                    **schema}, "payload": payload})
+
+
+def test_json_schema_decodes_what_kafka_connect_writes() -> None:
+    fields = [
+        {"type": "int32", "optional": False, "field": "id"},
+        {"type": "int8", "optional": True, "field": "small"},
+        {"type": "float", "optional": True, "field": "ratio"},
+        {"type": "int64", "optional": False, "name": "org.apache.kafka.connect.data.Timestamp",
+         "version": 1, "field": "ts"},
+        {"type": "bytes", "optional": True, "field": "blob"},
+        {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
+         "parameters": {"scale": "2"}, "field": "price"},
+        {"type": "map", "keys": {"type": "string", "optional": False},
+         "values": {"type": "int32", "optional": False}, "optional": True, "field": "counts"},
+        {"type": "map", "keys": {"type": "int32", "optional": False},
+         "values": {"type": "string", "optional": True}, "optional": True, "field": "byId"},
+        {"type": "struct", "optional": True, "field": "address",
+         "fields": [{"type": "string", "optional": True, "field": "city"}]},
+        {"type": "struct", "optional": True, "field": "missing",
+         "fields": [{"type": "string", "optional": False, "field": "x"}]},
+        {"type": "string", "optional": True, "default": "n/a", "field": "status"},
+        {"type": "array", "items": {"type": "double", "optional": True}, "optional": True,
+         "field": "readings"},
+    ]
+    blob = base64.b64encode(b"\x00\x01").decode()
+    payload = {"id": 7, "small": -3, "ratio": 0.5, "ts": 1_700_000_000_000, "blob": blob,
+               "price": 12.5, "counts": {"a": 1}, "byId": [[1, "one"], [2, None]],
+               "address": None, "status": None, "readings": [1.5, None, 2]}
+    value = _json_schema().decode_value("t", _envelope(fields, payload, name="x.Person",
+                                                       version=2, doc="a person"))
+    assert value == {**payload, "status": "n/a"}  # the default fills a null field
+    # a map with string keys is a value too; so is schemaless JSON in an envelope
+    as_map = orjson.dumps({"schema": {"type": "map", "keys": {"type": "string"},
+                                      "values": {"type": "int64"}, "optional": False},
+                           "payload": {"a": 1}})
+    assert _json_schema().decode_value("t", as_map) == {"a": 1}
+    assert _json_schema().decode_value("t", b'{"schema":null,"payload":{"a":[1]}}') == {
+        "a": [1]}
+
+
+@pytest.mark.parametrize(("data", "match"), [
+    (b"{nope", "not JSON"),
+    (b'{"a": 1}', "envelope"),
+    (b'{"schema": {"type": "struct", "fields": []}}', "envelope"),
+    (b'{"schema": {"type": "struct", "fields": []}, "payload": {}, "x": 1}', "envelope"),
+    (b'{"schema": {"type": "struct", "fields": []}, "payload": null}', "payload is null"),
+    (b'{"schema": {"type": "string"}, "payload": "x"}', "needs a struct"),
+    (b'{"schema": null, "payload": [1]}', "JSON object"),
+    (_envelope([{"type": "string", "optional": False, "field": "a"}], {}), "null for a required"),
+    (_envelope([{"type": "string", "optional": False, "field": "a"}], {"a": None}),
+     "null for a required"),
+    (_envelope([{"type": "string", "optional": True, "field": "a"}], {"a": 1}),
+     "expected string"),
+    (_envelope([{"type": "int32", "optional": True, "field": "a"}], {"a": 2**31}),
+     "out of int32"),
+    (_envelope([{"type": "int8", "optional": True, "field": "a"}], {"a": 1.5}), "expected int8"),
+    (_envelope([{"type": "int64", "optional": True, "field": "a"}], {"a": True}),
+     "expected int64"),
+    (_envelope([{"type": "double", "optional": True, "field": "a"}], {"a": "1"}),
+     "expected double"),
+    (_envelope([{"type": "boolean", "optional": True, "field": "a"}], {"a": 1}),
+     "expected boolean"),
+    (_envelope([{"type": "bytes", "optional": True, "field": "a"}], {"a": "@@"}), "base64"),
+    (_envelope([{"type": "bytes", "optional": True, "field": "a"}], {"a": 1}), "base64 text"),
+    (_envelope([{"type": "array", "optional": True, "field": "a"}], {"a": []}), "'items'"),
+    (_envelope([{"type": "array", "items": {"type": "string"}, "optional": True, "field": "a"}],
+               {"a": [None]}), "null for a required"),
+    (_envelope([{"type": "array", "items": {"type": "string"}, "optional": True, "field": "a"}],
+               {"a": "x"}), "expected array"),
+    (_envelope([{"type": "map", "keys": {"type": "string"}, "optional": True, "field": "a"}],
+               {"a": {}}), "'keys' and 'values'"),
+    (_envelope([{"type": "map", "keys": {"type": "string"}, "values": {"type": "int32"},
+                 "optional": True, "field": "a"}], {"a": {"k": "v"}}), "expected int32"),
+    (_envelope([{"type": "map", "keys": {"type": "int32"}, "values": {"type": "int32"},
+                 "optional": True, "field": "a"}], {"a": [[1, 2, 3]]}), "pair"),
+    (_envelope([{"type": "map", "keys": {"type": "int32"}, "values": {"type": "int32"},
+                 "optional": True, "field": "a"}], {"a": {"1": 2}}), "array of"),
+    (_envelope([{"type": "struct", "fields": [], "optional": True, "field": "a"}],
+               {"a": [1]}), "expected struct"),
+    (_envelope([{"type": "struct", "fields": {}, "optional": True, "field": "a"}],
+               {"a": {}}), "'fields' is not an array"),
+    (_envelope([{"type": "string", "optional": True}], {}), "without a 'field' name"),
+    (_envelope([{"type": "uuid", "optional": True, "field": "a"}], {"a": "x"}),
+     "unknown type 'uuid'"),
+    (_envelope([{"type": ["string"], "optional": True, "field": "a"}], {"a": "x"}),
+     r"unknown type \['string'\]"),
+    (_envelope([{"type": {"t": 1}, "optional": True, "field": "a"}], {"a": "x"}),
+     "unknown type"),
+    (_envelope(["string"], {}), "without a 'field' name"),
+    (_envelope([{"type": "string", "optional": True, "field": "a"}], {"a": "x", "b": 1}),
+     r"\['b'\] are not in the schema"),
+    (_envelope([], []), "expected struct"),
+])
+def test_json_schema_decode_errors(data: bytes, match: str) -> None:
+    with pytest.raises(CodecError, match=match):
+        _json_schema().decode_value("t", data)
+
+
+# ------------------------------------------------------------------------- avro (fake)
+
+
+class FakeRegistry:
+    """Registers everything (but a schema with a field in ``refuse``); counts calls
+    (the converter must cache them)."""
+
+    def __init__(self, refuse: str = "") -> None:
+        self.schemas: dict[int, str] = {}
+        self.subjects: dict[str, list[int]] = {}
+        self.calls: list[tuple[str, Any]] = []
+        self.refuse = refuse
+
+    def register(self, subject: str, schema: str) -> int:
+        self.calls.append(("register", subject))
+        if self.refuse and f'"name":"{self.refuse}"' in schema:
+            raise CodecError(f"the registry refused the schema for subject {subject!r} as "
+                             "incompatible: a reason")
+        for known, text in self.schemas.items():
+            if text == schema:
+                schema_id = known
+                break
+        else:
+            schema_id = len(self.schemas) + 1
+            self.schemas[schema_id] = schema
+        self.subjects.setdefault(subject, []).append(schema_id)
+        return schema_id
+
+    def schema(self, schema_id: int) -> str | None:
+        self.calls.append(("schema", schema_id))
+        return self.schemas.get(schema_id)
+
+    def latest(self, subject: str) -> str | None:
+        self.calls.append(("latest", subject))
+        ids = self.subjects.get(subject)
+        return self.schemas[ids[-1]] if ids else None
+
+    def close(self) -> None:
+        self.calls.append(("close", None))
+
+
+def _avro(registry: FakeRegistry, **config: Any) -> AvroConverter:
+    return AvroConverter(ConverterConfig(value="avro", schema_registry_url="http://r:1",
+                                         **config), registry=registry)
+
+
+AVRO_VALUE = {**VALUE, "blob": b"\x00\xff", "empty": [], "matrix": [[1, 2], [], [3]]}
+
+
+def test_avro_round_trip_with_an_inferred_schema() -> None:
+    registry = FakeRegistry()
+    writer = _avro(registry)
+    data = writer.encode_value("orders-topic", "people", AVRO_VALUE)
+    assert data is not None and data[0] == 0
+    (schema_id,) = struct.unpack(">I", data[1:5])
+    schema = orjson.loads(registry.schemas[schema_id])
+    assert (schema["name"], schema["namespace"]) == ("people", "gridstream.connect")
+    assert [f["name"] for f in schema["fields"]] == sorted(AVRO_VALUE)
+    assert all(f["default"] is None for f in schema["fields"])
+    types = {f["name"]: f["type"] for f in schema["fields"]}
+    assert types["name"] == ["null", "string"] and types["nickname"] == "null"
+    assert types["empty"] == ["null", {"type": "array", "items": "null"}]
+    assert registry.subjects == {"orders-topic-value": [schema_id]}
+    reader = _avro(FakeRegistry())
+    reader.registry = registry
+    assert reader.decode_value("orders-topic", data) == AVRO_VALUE
+    assert writer.encode_value("t", "c", None) is None and reader.decode_value("t", None) is None
+
+
+def test_avro_caches_registry_calls() -> None:
+    registry = FakeRegistry()
+    converter = _avro(registry)
+    for i in range(50):
+        data = converter.encode_value("t", "people", {"id": i, "name": f"n{i}"})
+        converter.decode_value("t", data)
+    converter.encode_value("t", "people", {"id": 1, "name": None})  # name: a string
+    converter.encode_value("t", "people", {"id": 1, "name": None, "x": 1.5})
+    # one latest-version read, one registration per schema, no lookup of its own ids
+    assert registry.calls == [("latest", "t-value"), ("register", "t-value"),
+                              ("register", "t-value")]
+    reader = _avro(registry)
+    for _ in range(3):
+        reader.decode_value("t", data)
+    assert registry.calls[-1] == ("schema", 1) and len(registry.calls) == 4
+    converter.close()
+    assert registry.calls[-1] == ("close", None)
+
+
+def test_avro_a_refused_schema_is_asked_once() -> None:
+    registry = FakeRegistry(refuse="bad")
+    converter = _avro(registry)
+    for _ in range(5):
+        with pytest.raises(CodecError, match="incompatible: a reason"):
+            converter.encode_value("t", "c", {"bad": 1})
+    assert converter.decode_value("t", converter.encode_value("t", "c", {"good": 1})) == {
+        "good": 1}
+    assert registry.calls == [("latest", "t-value"), ("register", "t-value"),
+                              ("register", "t-value")]
+
+
+def test_avro_null_fields_take_the_type_seen_before() -> None:
+    registry = FakeRegistry()
+    first = _avro(registry)
+    first.encode_value("t", "c", {"a": 5, "b": {"x": "s"}})
+    # a converter of a later run learns from the subject's latest schema
+    later = _avro(registry)
+    data = later.encode_value("t", "c", {"a": None, "b": None})
+    assert data is not None
+    assert data[1:5] == struct.pack(">I", 1)  # the very same schema: nothing new registered
+    assert later.decode_value("t", data) == {"a": None, "b": None}
+
+
+@pytest.mark.parametrize(("strategy", "subject"), [
+    ("topic", "tp-value"), ("record", "gridstream.connect.my_cache"),
+    ("topic_record", "tp-gridstream.connect.my_cache")])
+def test_avro_subject_name_strategies(strategy: str, subject: str) -> None:
+    registry = FakeRegistry()
+    _avro(registry, subject_name_strategy=strategy).encode_value("tp", "my-cache", {"a": 1})
+    assert list(registry.subjects) == [subject]
+
+
+@pytest.mark.parametrize(("value", "match"), [
+    ({"l": [1, "a"]}, "mix long and string"),
+    ({"l": [{"a": 1}, {"b": 1}]}, "same fields"),
+    ({"l": [[1], ["a"]]}, "mix long and string"),
+    ({"bad-name": 1}, "not an Avro field name"),
+    ({"n": -(2**63) - 1}, "long"),
+    ({"d": {1: 2}}, "not a string"),
+    ({"s": {1}}, "no inferred Avro type"),
+])
+def test_avro_inference_errors(value: dict[str, Any], match: str) -> None:
+    with pytest.raises(CodecError, match=match):
+        _avro(FakeRegistry()).encode_value("t", "c", value)
+
+
+def test_avro_infers_subclasses_of_the_json_types() -> None:
+    class Color(enum.IntEnum):
+        RED = 1
+
+    class Name(str):
+        pass
+
+    registry = FakeRegistry()
+    converter = _avro(registry)
+    value = {"c": Color.RED, "n": Name("x"), "o": collections.OrderedDict(a=1.5)}
+    data = converter.encode_value("t", "c", value)
+    assert converter.decode_value("t", data) == {"c": 1, "n": "x", "o": {"a": 1.5}}
+    assert "long" in registry.schemas[1] and "double" in registry.schemas[1]
+
+
+def _declare(tmp_path: Path, fields: list[dict[str, Any]]) -> dict[str, str]:
+    path = tmp_path / "person.avsc"
+    path.write_bytes(orjson.dumps({"type": "record", "name": "Person", "namespace": "x.y",
+                                   "fields": fields}))
+    return {"people": str(path)}
+
+
+def test_avro_declared_schema(tmp_path: Path) -> None:
+    registry = FakeRegistry()
+    schemas = _declare(tmp_path, [
+        {"name": "id", "type": "long"},
+        {"name": "email", "type": ["null", "string"], "default": None},
+        {"name": "home", "default": None, "type": ["null", {
+            "type": "record", "name": "Home", "fields": [{"name": "city", "type": "string"}]}]}])
+    converter = _avro(registry, avro_schemas=schemas, subject_name_strategy="record")
+    data = converter.encode_value("t", "people", {"id": 1})
+    assert converter.decode_value("t", data) == {"id": 1, "email": None, "home": None}
+    assert list(registry.subjects) == ["x.y.Person"]
+    for bad, match in (({"email": "e"}, "missing"), ({"id": 1, "age": 3}, "more fields"),
+                       ({"id": "x"}, "integer"), ({"id": 1, "email": 5}, "email"),
+                       ({"id": 1, "home": {"city": "c", "zip": "z"}}, "specifies: zip")):
+        with pytest.raises(CodecError, match=match):
+            converter.encode_value("t", "people", bad)
+
+
+def test_avro_writer_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gridstream.connect._avro as avro
+
+    monkeypatch.setattr(avro, "_MAX_CACHED", 3)
+    registry = FakeRegistry()
+    converter = _avro(registry)
+    for i in range(10):
+        data = converter.encode_value("t", "c", {f"f{i}": i})
+        assert converter.decode_value("t", data) == {f"f{i}": i}
+    assert len(converter._writers) <= 3 and len(converter._ids) <= 3
+    assert [c for c, _ in registry.calls].count("register") == 10
+
+
+@pytest.mark.parametrize(("content", "match"), [
+    (None, "cannot read"), (b"{x", "not JSON"), (b'{"type": "string"}', "record"),
+    (b'{"type": "record", "name": "R", "fields": [{"name": "a", "type": "nope"}]}',
+     "not a valid Avro schema")])
+def test_avro_declared_schema_errors_are_config_errors(tmp_path: Path, content: bytes | None,
+                                                      match: str) -> None:
+    path = tmp_path / "s.avsc"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ConfigError, match=match):
+        _avro(FakeRegistry(), avro_schemas={"c": str(path)})
+
+
+def test_avro_decode_errors() -> None:
+    registry = FakeRegistry()
+    converter = _avro(registry)
+    data = converter.encode_value("t", "c", {"a": "text"})
+    assert data is not None
+    registry.schemas[99] = '"string"'
+    for bad, match in ((b"", "magic byte"), (b"\x00\x00", "magic byte"),
+                       (b"\x01" + data[1:], "magic byte"),
+                       (b"\x00\x00\x00\x00\x07" + data[5:], "unknown"),
+                       (b"\x00\x00\x00\x00\x63\x02a", "not a record"),
+                       (data[:-1], "does not match"), (data + b"\x00", "beyond")):
+        with pytest.raises(CodecError, match=match):
+            converter.decode_value("t", bad)
+
+
+def test_avro_registry_url_and_credentials_never_print() -> None:
+    config = ConverterConfig(value="avro",
+                             schema_registry_url="https://user:s3cret@reg.example:8081/api",
+                             **{"basic.auth.user.info": "u:t0ps3cret"})
+    assert "s3cret" not in repr(config) and "t0ps3cret" not in repr(config)
+    converter = build_converter(config)
+    assert "s3cret" not in repr(converter)
+    assert redacted_url("https://user:s3cret@reg.example:8081/api") == \
+        "https://reg.example:8081/api"
+
+
+def test_credentials_in_both_the_url_and_user_info_are_a_config_error() -> None:
+    converter = build_converter(ConverterConfig(
+        value="avro", schema_registry_url="http://user:s3cret@127.0.0.1:9/api",
+        schema_registry_user_info="u:t0ps3cret"))
+    with pytest.raises(ConfigError, match="not usable") as refused:
+        converter.encode_value("t", "c", {"a": 1})  # the client is built on first use
+    assert "s3cret" not in str(refused.value) and refused.value.__cause__ is None
