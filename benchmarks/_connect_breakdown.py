@@ -94,8 +94,8 @@ def source_python_alone(config: Any, starts: dict[str, Position],
         started = time.perf_counter()
         rows = 0
         for cache, start in starts.items():
-            for batch in read_work(Work(cache, start=start, end=ends[cache]), adapter, maker,
-                                   Path(snap_dir)):
+            for batch in read_work(Work(cache, start=start, end=ends[cache]),
+                                   lambda _fresh, a=adapter: a, maker, Path(snap_dir)):
                 rows += batch.num_rows
         out["read_and_records"] = round(time.perf_counter() - started, 2)
     return out
