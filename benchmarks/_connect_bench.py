@@ -12,6 +12,7 @@ is started once per benchmark process and shown once (``spark_session_s``).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import statistics
@@ -27,9 +28,11 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from hazelcast.core import HazelcastJsonValue
 
+from gridstream import stack
 from gridstream.grid import Position, Write
 from gridstream.grid.hazelcast import HazelcastAdapter
 from gridstream.mirror import PRODUCER_DEFAULTS
+from gridstream.stack.hazelcast import HazelcastService
 
 CACHES = 4
 """Caches (Space types, Hazelcast maps, topics) per workload."""
@@ -355,3 +358,33 @@ def ratio(side: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
     """``side`` over ``base``: of the median drains, and of the best ones."""
     return {"of_medians": round(side["records_per_s"] / base["records_per_s"], 3),
             "of_best": round(side["best_records_per_s"] / base["best_records_per_s"], 3)}
+
+
+def parse_common(parser: argparse.ArgumentParser, unit: str,
+                 changes: int) -> argparse.Namespace:
+    """The options both connector benchmarks take (``unit``: "topic" or "cache"), parsed;
+    ``--changes`` must spread evenly over the ``CACHES``."""
+    parser.add_argument("--changes", type=int, default=changes)
+    parser.add_argument("--keys", type=int, default=5_000, help=f"distinct keys per {unit}")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="rounds run first and not counted (Python workers, JIT)")
+    parser.add_argument("--partitions", type=int, default=2, help="per topic")
+    parser.add_argument("--baselines-only", action="store_true",
+                        help="only the hand-written sides (no Spark)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="then one more run, timed by step")
+    args = parser.parse_args()
+    if args.changes % CACHES:
+        parser.error(f"--changes must be a multiple of {CACHES}")
+    return args
+
+
+def services_up() -> tuple[str, HazelcastService]:
+    """Kafka and Hazelcast up (started if needed): Kafka's address and the Hazelcast
+    service."""
+    kafka, hz = stack.services(["kafka", "hazelcast"])
+    assert isinstance(hz, HazelcastService)
+    kafka.up()
+    hz.up()
+    return kafka.address, hz

@@ -48,15 +48,15 @@ from benchmarks._connect_bench import (
     drain_query,
     entry,
     names,
+    parse_common,
     produce_json,
     ratio,
     raw_sink_loop,
     rounds,
+    services_up,
     summary,
 )
-from gridstream import stack
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
-from gridstream.stack.hazelcast import HazelcastService
 
 
 def expected_maps(topics: list[str], changes: int, keys: int) -> dict[str, dict[str, Any]]:
@@ -191,26 +191,10 @@ def breakdown(spark: Any, bootstrap: str, grid: HazelcastAdapter, grid_settings:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--changes", type=int, default=50_000)
-    parser.add_argument("--keys", type=int, default=5_000, help="distinct keys per topic")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1,
-                        help="rounds run first and not counted (Python workers, JIT)")
-    parser.add_argument("--partitions", type=int, default=2, help="per topic")
     parser.add_argument("--tasks", type=int, nargs="+", default=[1, 2],
                         help="tasks.max of the connector's runs")
-    parser.add_argument("--baselines-only", action="store_true",
-                        help="only the hand-written loop (no Spark)")
-    parser.add_argument("--breakdown", action="store_true",
-                        help="then one more run per --tasks, timed by step (see breakdown())")
-    args = parser.parse_args()
-    if args.changes % CACHES:
-        parser.error(f"--changes must be a multiple of {CACHES}")
-    kafka, hz = stack.services(["kafka", "hazelcast"])
-    assert isinstance(hz, HazelcastService)
-    kafka.up()
-    hz.up()
-    bootstrap = kafka.address
+    args = parse_common(parser, "topic", 50_000)
+    bootstrap, hz = services_up()
     config = HazelcastGridConfig(cluster_name=hz.settings.cluster_name, members=(hz.address,))
     topics = names("bsink")
     created: list[str] = []

@@ -52,13 +52,14 @@ from benchmarks._connect_bench import (
     entry,
     hazelcast_workload,
     names,
+    parse_common,
     prerun,
     ratio,
     raw_journal_drain,
     rounds,
+    services_up,
     summary,
 )
-from gridstream import stack
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
 from gridstream.grid.space import SpaceAdapter, SpaceGridConfig
 from gridstream.mirror import KafkaSyncEndpoint, Mirror
@@ -66,7 +67,6 @@ from gridstream.mirror.kafka import TopicSettings
 from gridstream.model import SpaceDocument
 from gridstream.operations import PropertySpec, TypeDescriptor
 from gridstream.space import Space, open_log_reader
-from gridstream.stack.hazelcast import HazelcastService
 
 FIXED = (PropertySpec("id", "str"), PropertySpec("name", "str"), PropertySpec("qty", "int"),
          PropertySpec("price", "float"), PropertySpec("active", "bool"),
@@ -281,26 +281,10 @@ def breakdown(round_: SpaceRound | HazelcastRound, side: SourceSide,
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--changes", type=int, default=40_000)
-    parser.add_argument("--keys", type=int, default=5_000, help="distinct keys per cache")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1,
-                        help="rounds run first and not counted (Python workers, JIT)")
-    parser.add_argument("--partitions", type=int, default=2, help="per topic")
     parser.add_argument("--grids", nargs="+", choices=["space", "hazelcast"],
                         default=["space", "hazelcast"])
-    parser.add_argument("--baselines-only", action="store_true",
-                        help="only the hand-written sides (no Spark)")
-    parser.add_argument("--breakdown", action="store_true",
-                        help="then one more round on each grid, timed by step")
-    args = parser.parse_args()
-    if args.changes % CACHES:
-        parser.error(f"--changes must be a multiple of {CACHES}")
-    kafka, hz = stack.services(["kafka", "hazelcast"])
-    assert isinstance(hz, HazelcastService)
-    kafka.up()
-    hz.up()
-    bootstrap = kafka.address
+    args = parse_common(parser, "cache", 40_000)
+    bootstrap, hz = services_up()
     result: dict[str, Any] = {"benchmark": "connect_source", "changes": args.changes,
                               "caches": CACHES, "keys_per_cache": args.keys,
                               "repeat": args.repeat, "partitions": args.partitions}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["Connector", "ConnectorReport"]
@@ -59,6 +59,19 @@ class Connector(ABC):
     @abstractmethod
     def start(self, spark: SparkSession) -> StreamingQuery:
         """Start the streaming query (resuming from the checkpoint)."""
+
+    @abstractmethod
+    def process_batch(self, records: DataFrame, batch_id: int) -> ConnectorReport:
+        """Handle one micro-batch and say what it did."""
+
+    def _handle(self, records: DataFrame, batch_id: int) -> None:
+        """The query's ``foreachBatch``: keeps each batch's report, and the failure that
+        stops the query (the runner names it)."""
+        try:
+            self.reports.append(self.process_batch(records, batch_id))
+        except BaseException as exc:
+            self.failure = exc
+            raise
 
     def close(self) -> None:
         """Release what ``start`` opened on the driver."""

@@ -158,13 +158,6 @@ class SinkConnector(Connector):
         if adapter is not None:
             adapter.close()
 
-    def _handle(self, records: DataFrame, batch_id: int) -> None:
-        try:
-            self.reports.append(self.process_batch(records, batch_id))
-        except BaseException as exc:
-            self.failure = exc
-            raise
-
     # ------------------------------------------------------------ one micro-batch
 
     def process_batch(self, records: DataFrame, batch_id: int) -> ConnectorReport:

@@ -127,13 +127,6 @@ class SourceConnector(Connector):
 
     # ------------------------------------------------------------------ batches
 
-    def _handle(self, rows: DataFrame, batch_id: int) -> None:
-        try:
-            self.reports.append(self.process_batch(rows, batch_id))
-        except BaseException as exc:
-            self.failure = exc
-            raise
-
     def process_batch(self, rows: DataFrame, batch_id: int) -> ConnectorReport:
         """Count, check, write and report one batch."""
         import pyspark.sql.functions as F

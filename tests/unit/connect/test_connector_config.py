@@ -175,6 +175,9 @@ class _FakeConnector(Connector):
     def start(self, spark: Any) -> Any:
         raise NotImplementedError
 
+    def process_batch(self, records: Any, batch_id: int) -> Any:
+        raise NotImplementedError
+
 
 def test_build_connectors_dispatches_on_kind(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
