@@ -351,7 +351,8 @@ class Work:
 def batch_work(cache: str, start: CacheState | None, end: CacheState) -> Work | None:
     """What the batch from ``start`` to ``end`` reads of ``cache`` (None: nothing)."""
     if end.skip:
-        begin = start.pos if start is not None and not start.snapshotting else end.since
+        # a finished snapshot's ``pos`` is where its stream was due to resume: skip from it
+        begin = start.pos if start is not None else end.since
         if begin is None or begin.to_json() == end.pos.to_json():
             return None
         return Work(cache, start=begin, end=end.pos, skip=True)

@@ -131,6 +131,19 @@ def test_none_restart_skips_and_counts_from_the_old_position() -> None:
     assert later.caches["a"] == CacheState(pos(33))
 
 
+def test_none_restart_after_a_finished_snapshot_counts_what_it_skips() -> None:
+    # the last snapshot batch was committed, then the connector stopped: the stream was
+    # due to resume at the position taken before the scan; the restart skips from there
+    grid = FakeGrid({"a": 30})
+    done = CacheState(pos(10), "a-0.arrow", 25, 25, pos(13))
+    start = SourceOffset({"a": done}, 5)
+    out = planner(FailoverPolicy.NONE).plan(start, grid, 9)
+    assert out.caches["a"] == CacheState(pos(30), skip=True)
+    assert [e.kind for e in out.events] == ["skipped"]
+    assert batch_work("a", done, out.caches["a"]) == Work(
+        "a", start=pos(10), end=pos(30), skip=True)
+
+
 def test_none_restart_counts_a_cache_created_while_stopped() -> None:
     grid = FakeGrid({"a": 30, "new": 30})
     grid.starts["new"] = 20
