@@ -157,6 +157,7 @@ class SourceConnector(Connector):
                 self._write(out, batch_id)
         finally:
             cached.unpersist()
+        self._record(events, batch_id)  # only once the batch is written: a re-run counts once
         records = sum(counts.get(s, 0) for s in ("ok", "filtered", "skipped", "dead"))
         return ConnectorReport(self.name, batch_id, records, counts.get("ok", 0),
                                counts.get("filtered", 0),
@@ -185,14 +186,18 @@ class SourceConnector(Connector):
         for row in cached.where("status = 'event'").select("reason").collect():
             raw = orjson.loads(row["reason"])
             count = gaps.get(raw["cache"], 0) if raw["kind"] == "skipped" else None
-            event = SourceEvent(batch_id, raw["kind"], raw["cache"], raw["detail"], count)
-            if count is not None:
+            events.append(SourceEvent(batch_id, raw["kind"], raw["cache"], raw["detail"],
+                                      count))
+        return events
+
+    def _record(self, events: list[SourceEvent], batch_id: int) -> None:
+        """Keep a written batch's events (and the changes NONE skipped, per cache)."""
+        for event in events:
+            if event.count is not None:
                 self.skipped_while_down[event.cache] = (
-                    self.skipped_while_down.get(event.cache, 0) + count)
-            events.append(event)
+                    self.skipped_while_down.get(event.cache, 0) + event.count)
             self.events.append(event)
             log.info("%s batch %d: %s", self.name, batch_id, event.text())
-        return events
 
     def _ensure_topics(self, topics: set[str]) -> None:
         missing = topics - self._topics
