@@ -67,15 +67,18 @@ def two_members(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pri
     yield from private_cluster(tmp_path, monkeypatch, members=2, journal_capacity=271 * 2000)
 
 
-# ------------------------------------------------------------------ default suite
+# -------------------------------------------- short runs (fault suites: slow, ~2.5-3 min each)
+# The default suite kills the source's driver in test_connect_source.py.
 
 
+@pytest.mark.slow
 def test_space_backlog_survives_driver_kills(kafka_bootstrap: str, tmp_path: Path) -> None:
     scenario = space_scenario(tmp_path, ops=5000, kills=3, seed=101, keys_per_cache=100)
     verdict, figures = run_kills(scenario, tmp_path, kafka_bootstrap)
     assert_exactly_once(verdict, figures, 3, 5000)
 
 
+@pytest.mark.slow
 def test_hazelcast_backlog_survives_driver_kills(kafka_bootstrap: str, tmp_path: Path,
                                                  hazelcast_service: LocalService) -> None:
     scenario = stack_hazelcast(hazelcast_service, ops=5000, kills=3, seed=102,
