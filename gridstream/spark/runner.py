@@ -89,7 +89,10 @@ class PipelineRunner:
 
     def run(self) -> int:
         """Run until stopped (0), until every query has finished (0, with an
-        ``available_now`` trigger) or until a query fails (1)."""
+        ``available_now`` trigger) or until a query fails (1). The Spark session is
+        stopped at the end only if the runner started it: a session that was running
+        before (an application's, a notebook's) is left running."""
+        owned = not _spark_running()
         spark = self.spark_factory()
         queries: dict[str, StreamingQuery] = {}
         # installed after the SparkContext, which installs its own SIGINT handler
@@ -100,7 +103,7 @@ class PipelineRunner:
                     queries[pipeline.name] = pipeline.start(spark)
                 return self._supervise(spark, queries)
             finally:
-                self._shutdown(spark, queries)
+                self._shutdown(spark, queries, owned)
 
     def _supervise(self, spark: SparkSession, queries: dict[str, StreamingQuery]) -> int:
         by_name = {p.name: p for p in self.pipelines}
@@ -153,10 +156,22 @@ class PipelineRunner:
             while pipeline.reports:
                 self.say(pipeline.reports.popleft().line(lag))
 
-    def _shutdown(self, spark: SparkSession, queries: dict[str, StreamingQuery]) -> None:
+    def _shutdown(self, spark: SparkSession, queries: dict[str, StreamingQuery],
+                  owned: bool) -> None:
         for query in queries.values():
             if query.isActive:
                 query.stop()
         for pipeline in self.pipelines:
             pipeline.close()
-        spark.stop()
+        if owned:
+            spark.stop()
+
+
+def _spark_running() -> bool:
+    """Whether this process already has a running SparkContext (``getOrCreate`` would
+    return its session)."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return False
+    return SparkContext._active_spark_context is not None

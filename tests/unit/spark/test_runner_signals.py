@@ -116,3 +116,35 @@ def test_a_running_runner_stops_cleanly_on_a_signal(sig: signal.Signals) -> None
     assert "stopping (Ctrl-C)" in output
     assert "sink closed" in output and "spark stopped" in output
     assert "Traceback" not in err
+
+
+class FinishedQuery(FakeQuery):
+    isActive = False
+
+
+class FinishingPipeline(FakePipeline):
+    def start(self, spark: Any) -> FakeQuery:
+        return FinishedQuery()
+
+
+class CountingSpark:
+    stops = 0
+
+    def stop(self) -> None:
+        CountingSpark.stops += 1
+
+
+@pytest.mark.parametrize("running_before", [False, True])
+def test_the_runner_stops_only_a_spark_session_it_started(
+        monkeypatch: pytest.MonkeyPatch, running_before: bool) -> None:
+    """A session running before the runner (an application's, another test's: the
+    demo's runner stopped the test suite's shared session) is left running."""
+    from pyspark import SparkContext
+
+    monkeypatch.setattr(SparkContext, "_active_spark_context",
+                        object() if running_before else None)
+    CountingSpark.stops = 0
+    runner = PipelineRunner([FinishingPipeline()], CountingSpark, out=io.StringIO(),  # type: ignore[list-item, arg-type]
+                            poll_s=0.01)
+    assert runner.run() == 0
+    assert CountingSpark.stops == (0 if running_before else 1)
