@@ -388,3 +388,16 @@ def services_up() -> tuple[str, HazelcastService]:
     kafka.up()
     hz.up()
     return kafka.address, hz
+
+
+def spark_unless(baselines_only: bool, app_name: str, result: dict[str, Any]) -> Any:
+    """The Spark session for the connector sides (its start time in ``result``), or
+    None when only the hand-written baselines run."""
+    if baselines_only:
+        return None
+    from gridstream.spark import get_spark
+
+    started = time.perf_counter()
+    spark = get_spark(app_name=app_name)
+    result["spark_session_s"] = round(time.perf_counter() - started, 2)
+    return spark

@@ -54,6 +54,7 @@ from benchmarks._connect_bench import (
     raw_sink_loop,
     rounds,
     services_up,
+    spark_unless,
     summary,
 )
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
@@ -202,13 +203,7 @@ def main() -> int:
     result: dict[str, Any] = {
         "benchmark": "connect_sink", "changes": args.changes, "topics": CACHES,
         "keys_per_topic": args.keys, "partitions": args.partitions, "repeat": args.repeat}
-    spark = None
-    if not args.baselines_only:
-        from gridstream.spark import get_spark
-
-        started = time.perf_counter()
-        spark = get_spark(app_name="bench-connect-sink")
-        result["spark_session_s"] = round(time.perf_counter() - started, 2)
+    spark = spark_unless(args.baselines_only, "bench-connect-sink", result)
     root = tempfile.mkdtemp(prefix="bench-connect-sink-")
     grid_settings = {"kind": "hazelcast", "cluster_name": config.cluster_name,
                      "members": list(config.members)}

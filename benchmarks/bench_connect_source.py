@@ -58,6 +58,7 @@ from benchmarks._connect_bench import (
     raw_journal_drain,
     rounds,
     services_up,
+    spark_unless,
     summary,
 )
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
@@ -289,13 +290,7 @@ def main() -> int:
                               "caches": CACHES, "keys_per_cache": args.keys,
                               "repeat": args.repeat, "partitions": args.partitions}
     loads = [os.getloadavg()[0]]
-    spark = None
-    if not args.baselines_only:
-        from gridstream.spark import get_spark
-
-        started = time.perf_counter()
-        spark = get_spark(app_name="bench-connect-source")
-        result["spark_session_s"] = round(time.perf_counter() - started, 2)
+    spark = spark_unless(args.baselines_only, "bench-connect-source", result)
     root = tempfile.mkdtemp(prefix="bench-connect-source-")
 
     def connectors(grid: dict[str, Any]) -> dict[str, SourceSide]:
