@@ -22,6 +22,7 @@ __all__ = [
     "PositionLostError",
     "RecordError",
     "ReconcileError",
+    "RegistryError",
     "SpaceError",
     "SparkError",
     "StackError",
@@ -140,6 +141,11 @@ class SparkError(GridstreamError):
 
 class ConnectorError(GridstreamError):
     """A source or sink connector could not run (its grid, Kafka, or a record)."""
+
+
+class RegistryError(ConnectorError):
+    """The schema registry cannot be reached or failed (not a record's fault). A
+    ``ConnectorError`` so a connector stops on it; pipelines and the mirror stop too."""
 
 
 class RecordError(ConnectorError):

@@ -19,7 +19,7 @@ and read.
 - Every registry answer is cached for the converter's life: one registration per
   (subject, schema), one lookup per schema id, one latest-version read per subject.
 - A registry that cannot be reached, or answers with a server error, raises
-  ``ConnectorError`` (the connector stops; records are not blamed for it). The
+  ``RegistryError``, a ``ConnectorError`` (the connector stops; records are not blamed for it). The
   registry URL may carry credentials (``https://user:pass@host``), or they come from
   ``basic.auth.user.info``: neither ever appears in a message or repr.
 """
@@ -32,8 +32,7 @@ import math
 import re
 import struct
 from collections.abc import Mapping
-from typing import Any, Protocol
-from urllib.parse import urlsplit
+from typing import Any
 
 import orjson
 
@@ -51,17 +50,20 @@ from gridstream.connect._avro_schema import (
 )
 from gridstream.connect.config import ConverterConfig
 from gridstream.connect.converters import Converter
-from gridstream.errors import CodecError, ConfigError, ConnectorError
+from gridstream.errors import CodecError, ConfigError
 from gridstream.grid.contract import Value
+from gridstream.protocol.registry import (
+    MAGIC,
+    Registry,
+    SchemaRegistryClientRegistry,
+    redacted_url,
+)
 from gridstream.protocol.values import wire_default
 
 __all__ = ["AvroConverter", "Registry", "SchemaRegistryClientRegistry", "redacted_url"]
 
-MAGIC = 0
+
 _HEADER = struct.Struct(">bI")
-_NOT_FOUND = 404
-_INCOMPATIBLE = 409
-_INVALID = 422
 _MAX_CACHED = 4096
 """Writer schemas (and registered ids) kept per converter: values of ever new shapes
 (dynamic keys) start the cache afresh instead of growing it without bound."""
@@ -126,134 +128,6 @@ def _not_finite(value: Any, path: str) -> str:
         if found:
             return found
     return ""
-
-
-def redacted_url(url: str) -> str:
-    """``url`` without its user info (for messages)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "<the registry URL>"
-    return f"{parts.scheme}://{host}{port}{parts.path}"
-
-
-class Registry(Protocol):
-    """The registry calls the converter makes (a fake in unit tests)."""
-
-    def register(self, subject: str, schema: str) -> int:
-        """The id of ``schema`` under ``subject`` (registered if new)."""
-
-    def schema(self, schema_id: int) -> str | None:
-        """The schema text with that id, or None if unknown."""
-
-    def latest(self, subject: str) -> str | None:
-        """The subject's latest schema text, or None without one."""
-
-    def close(self) -> None:
-        """Release the client."""
-
-
-class SchemaRegistryClientRegistry:
-    """``Registry`` over confluent-kafka's ``SchemaRegistryClient`` (built on first use)."""
-
-    def __init__(self, url: str, user_info: str | None = None) -> None:
-        self._url = url
-        self._user_info = user_info
-        self._client: Any = None
-
-    def __repr__(self) -> str:
-        return f"SchemaRegistryClientRegistry({redacted_url(self._url)!r})"
-
-    def _open(self) -> Any:
-        if self._client is None:
-            try:
-                from confluent_kafka.schema_registry import SchemaRegistryClient
-            except ImportError as exc:  # pragma: no cover - depends on the environment
-                raise ConfigError("the avro converter needs: pip install "
-                                  "'gridstream[registry]'") from exc
-            conf = {"url": self._url}
-            if self._user_info is not None:
-                conf["basic.auth.user.info"] = self._user_info
-            try:
-                self._client = SchemaRegistryClient(conf)
-            except (ValueError, TypeError) as exc:
-                # not chained: the client's message quotes the URL, credentials included
-                raise ConfigError(f"schema.registry.url {redacted_url(self._url)!r} or "
-                                  f"its credentials are not usable: {type(exc).__name__}"
-                                  ) from None
-        return self._client
-
-    def _scrub(self, text: str) -> str:
-        """``text`` without the URL's or ``basic.auth.user.info``'s credentials."""
-        secrets = [self._url, self._user_info or ""]
-        try:
-            parts = urlsplit(self._url)
-            secrets += [parts.password or "", parts.netloc if parts.password else ""]
-        except ValueError:
-            pass
-        for secret in sorted(filter(None, secrets), key=len, reverse=True):
-            text = text.replace(secret, "***")
-        return text
-
-    def _failed(self, action: str, exc: Exception) -> ConnectorError:
-        status = getattr(exc, "http_status_code", None)
-        detail = f"HTTP {status}: {getattr(exc, 'error_message', '')}" if status else \
-            f"{type(exc).__name__}: {exc}"
-        return ConnectorError(f"schema registry {redacted_url(self._url)}: {action} "
-                              f"failed ({self._scrub(detail)})")
-
-    def register(self, subject: str, schema: str) -> int:
-        from confluent_kafka.schema_registry import Schema
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
-
-        client = self._open()
-        try:
-            return int(client.register_schema(subject, Schema(schema, "AVRO")))
-        except SchemaRegistryError as exc:
-            if exc.http_status_code in (_INCOMPATIBLE, _INVALID):
-                what = "incompatible" if exc.http_status_code == _INCOMPATIBLE else "invalid"
-                raise CodecError(f"the registry refused the schema for subject {subject!r} "
-                                 f"as {what}: {exc.error_message}") from exc
-            raise self._failed(f"registering subject {subject!r}", exc) from exc
-        except Exception as exc:  # httpx / socket errors: the registry, not the record
-            raise self._failed(f"registering subject {subject!r}", exc) from exc
-
-    def schema(self, schema_id: int) -> str | None:
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
-
-        client = self._open()
-        try:
-            found = client.get_schema(schema_id)
-        except SchemaRegistryError as exc:
-            if exc.http_status_code == _NOT_FOUND:
-                return None
-            raise self._failed(f"looking up schema id {schema_id}", exc) from exc
-        except Exception as exc:
-            raise self._failed(f"looking up schema id {schema_id}", exc) from exc
-        if (found.schema_type or "AVRO") != "AVRO":
-            raise CodecError(f"schema id {schema_id} is a {found.schema_type} schema, not Avro")
-        return str(found.schema_str)
-
-    def latest(self, subject: str) -> str | None:
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
-
-        client = self._open()
-        try:
-            found = client.get_latest_version(subject)
-        except SchemaRegistryError as exc:
-            if exc.http_status_code == _NOT_FOUND:
-                return None
-            raise self._failed(f"reading subject {subject!r}", exc) from exc
-        except Exception as exc:
-            raise self._failed(f"reading subject {subject!r}", exc) from exc
-        if (found.schema.schema_type or "AVRO") != "AVRO":
-            return None
-        return str(found.schema.schema_str)
-
-    def close(self) -> None:
-        self._client = None
 
 
 class _Writer:
