@@ -1,0 +1,136 @@
+"""The contract between the pipeline API, its sources and its sinks.
+
+A pipeline is compiled into one Spark streaming query: its source gives a ``Flow`` (a
+streaming DataFrame and how per-item functions see a row), its steps change the Flow
+(Python steps fused into one ``mapInArrow`` pass, windows and joins in the JVM), its
+sink starts the query. Hidden columns (prefix ``_gs_``) travel with every row:
+
+- ``_gs_ts``    (timestamp) the event time: the Kafka record's timestamp, kept through
+  every step (``flat_map`` copies it to each output), used by windows and watermarks;
+- ``_gs_where`` (string) where the row came from (``topic[partition]@offset``), for
+  errors and dead letters;
+- ``_gs_error``, ``_gs_stage`` (string, nullable) set on a row that could not be
+  decoded, mapped or encoded: such rows travel on untouched to the sink, which hands
+  them to the error policy (fail, log, or dead-letter with the reason) — never dropped
+  silently; ``_gs_raw_key``, ``_gs_raw_value`` (binary, nullable) the input bytes the
+  dead letter carries.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = ["HIDDEN", "Flow", "Guarantee", "ItemShape", "RunContext", "Sink", "Source", "visible"]
+
+HIDDEN = ("_gs_ts", "_gs_where", "_gs_error", "_gs_stage", "_gs_raw_key", "_gs_raw_value")
+
+ItemShape = Literal["entry", "value", "record", "row"]
+"""How a per-item function sees a row: ``entry`` a ``(key, value)`` tuple (Jet's
+``Map.Entry``), ``value`` the value alone, ``record`` a ``KafkaRecord``, ``row`` a dict
+of the visible columns."""
+
+
+class Guarantee(StrEnum):
+    NONE = "NONE"
+    AT_LEAST_ONCE = "AT_LEAST_ONCE"
+    EXACTLY_ONCE = "EXACTLY_ONCE"
+
+    def lowered_to(self, cap: Guarantee) -> Guarantee:
+        """The weaker of the two (a sink may lower the pipeline's guarantee, never
+        raise it)."""
+        order = list(Guarantee)
+        return order[min(order.index(self), order.index(cap))]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a source and a sink know of the run."""
+
+    name: str
+    """The pipeline's name: unique per application; names transactional ids, commit
+    markers and the grid writers' version sources."""
+    guarantee: Guarantee
+    """The guarantee this sink must give (the pipeline's, lowered by the sink's cap)."""
+    checkpoint: str
+    """The Spark checkpoint directory (a temporary one under ``NONE`` without one)."""
+    trigger: str | None = None
+    """``None`` (as fast as possible), ``"5 seconds"``, ``"available_now"`` or
+    ``"real_time"``."""
+    allowed_modules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A streaming DataFrame and how per-item functions see its rows."""
+
+    df: DataFrame
+    item: ItemShape
+    decode: Callable[[dict[str, Any]], Any] | None = None
+    """A Python step fused at the head of the next Python pass: the visible columns of
+    one row (a dict) → the item (e.g. a deserializer with no JVM form). Raises
+    ``CodecError`` for a row it cannot decode (the error policy takes the row)."""
+    notes: tuple[str, ...] = field(default=())
+    """What runs where (for ``describe``): e.g. ``"value: from_avro in the JVM"``."""
+
+
+class Source(ABC):
+    """Where a pipeline reads from."""
+
+    stateless_ok: bool = False
+    """Whether real-time mode may read it (only Kafka)."""
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+    @abstractmethod
+    def flow(self, spark: SparkSession, context: RunContext) -> Flow:
+        """The streaming DataFrame with the hidden columns ``_gs_ts`` and ``_gs_where``."""
+
+    def close(self) -> None:
+        """Release what ``flow`` opened on the driver."""
+        return None
+
+
+class Sink(ABC):
+    """Where a pipeline writes to."""
+
+    cap: Guarantee = Guarantee.EXACTLY_ONCE
+    """The strongest guarantee this sink gives (configured lower by the user)."""
+    foreach_batch: bool = True
+    """Whether it writes through ``foreachBatch`` (real-time mode refuses it)."""
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+    @abstractmethod
+    def encode(self, item: Any) -> dict[str, Any]:
+        """One item → the visible columns the sink writes (fused at the tail of the last
+        Python pass; raises ``CodecError`` for an item it cannot write)."""
+
+    @abstractmethod
+    def columns(self) -> str:
+        """The Spark DDL of what ``encode`` returns (e.g. ``"key binary, value binary"``)."""
+
+    @abstractmethod
+    def start(self, flow: Flow, context: RunContext,
+              on_batch: Callable[[int, dict[str, Any]], None]) -> StreamingQuery:
+        """Start the query writing ``flow.df`` (visible columns: ``columns()``, plus the
+        hidden ones). ``on_batch(batch_id, counts)`` reports each batch it wrote."""
+
+    def close(self) -> None:
+        """Release what ``start`` opened on the driver."""
+        return None
+
+
+def visible(columns: Iterable[str]) -> list[str]:
+    """The columns a per-item function sees."""
+    return [c for c in columns if c not in HIDDEN]
