@@ -44,8 +44,9 @@ class Deserializer(ABC):
     def python(self, topic: str, data: bytes | None) -> Any:
         """Decode one record's bytes (``CodecError`` for bytes it cannot decode)."""
 
-    def start(self, topics: tuple[str, ...]) -> None:
-        """Prepare on the driver before the query starts (e.g. read the registry)."""
+    def prepare(self) -> None:
+        """On the driver, the Spark session up, before the query starts (e.g. parse a
+        declared Spark schema); ``decode_columns`` calls it."""
         return None
 
     def close(self) -> None:

@@ -94,6 +94,7 @@ def decode_columns(df: DataFrame, key: Deserializer, value: Deserializer) -> Dec
     python: dict[str, Deserializer | None] = {"key": None, "value": None}
     notes = []
     for column, deser in (("key", key), ("value", value)):
+        deser.prepare()
         form = deser.jvm(F.col(column))
         if form is None:
             python[column] = deser
