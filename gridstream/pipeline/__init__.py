@@ -4,7 +4,8 @@ Structured Streaming query per pipeline (``docs/pipeline-api.md``)."""
 
 from gridstream.pipeline.api import KafkaRecord, Pipeline, Stage, entry
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink, Source
+from gridstream.pipeline.console import Sinks
 from gridstream.pipeline.kafka import KafkaSinks, KafkaSources
 
 __all__ = ["Flow", "Guarantee", "KafkaRecord", "KafkaSinks", "KafkaSources", "Pipeline",
-           "RunContext", "Sink", "Source", "Stage", "entry"]
+           "RunContext", "Sink", "Sinks", "Source", "Stage", "entry"]

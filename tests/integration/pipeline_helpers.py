@@ -64,3 +64,13 @@ def props(bootstrap: str, **more: Any) -> dict[str, Any]:
 def out_props(bootstrap: str, **more: Any) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "key.serializer": "StringSerializer",
             "value.serializer": "StringSerializer", **more}
+
+
+def shout(kv: tuple[str, str]) -> tuple[str, str]:
+    """A step of the run-file test: the value in capitals."""
+    return (kv[0], kv[1].upper())
+
+
+def no_x(kv: tuple[str, str]) -> bool:
+    """A step of the run-file test: values other than 'x'."""
+    return kv[1] != "x"

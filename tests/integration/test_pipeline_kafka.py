@@ -3,6 +3,7 @@ guarantee, map_batch, the error policies, real-time mode's refusals, a TOML run.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -19,10 +20,8 @@ def _run(pipeline: Pipeline, spark: Any, **options: Any) -> Any:
     job = pipeline.job(trigger="available_now", **options)
     try:
         query = job.start(spark)
-        try:
+        with contextlib.suppress(StreamingQueryException):  # the job's failure, checked below
             query.awaitTermination(300)
-        except StreamingQueryException:
-            pass  # the failure is the job's (checked by the caller)
         assert not query.isActive
         failure = job.failure
         reports = []
@@ -212,3 +211,71 @@ def test_a_pipeline_without_python_steps_runs_no_python(
         job.close()
     got = sorted((k, v) for k, v, _ in read(kafka_bootstrap, sink))
     assert got == sorted((f"k{i}".encode(), f"v{i}".encode()) for i in range(100))
+
+
+def test_real_time_mode_runs_a_stateless_kafka_to_kafka_pipeline(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        ) -> None:
+    import time
+
+    source, sink = topic_factory(1), topic_factory(1)
+    produce(kafka_bootstrap, source, ((f"k{i}".encode(), f"v{i}".encode())
+                                      for i in range(100)))
+    p = Pipeline.create(name="real-time")
+    (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), source))
+      .map(lambda kv: entry(kv[0], kv[1].upper()))
+      .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+    job = p.job(Guarantee.AT_LEAST_ONCE, str(tmp_path / "ck"), "real_time")
+    got: list[Any] = []
+    try:
+        query = job.start(spark)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and query.isActive and len(got) < 100:
+            time.sleep(2)
+            got = read(kafka_bootstrap, sink)
+        assert job.failure is None, job.failure
+        assert "python pass 1: map#1, encode" in job.describe()
+    finally:
+        job.close()
+    assert sorted((k, v) for k, v, _ in got) == sorted(
+        (f"k{i}".encode(), f"V{i}".encode()) for i in range(100))
+
+
+def test_a_run_file_runs_an_api_pipeline(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        ) -> None:
+    from gridstream.pipeline_config import run_config
+
+    source, sink = topic_factory(2), topic_factory(1)
+    produce(kafka_bootstrap, source, [(b"a", b"hello"), (b"b", b"x"), (b"c", b"world")])
+    run_file = tmp_path / "run.toml"
+    run_file.write_text(f"""
+[kafka]
+bootstrap_servers = "{kafka_bootstrap}"
+
+[run]
+allowed_modules = ["tests.integration.pipeline_helpers"]
+
+[[pipeline]]
+name = "toml"
+guarantee = "EXACTLY_ONCE"
+checkpoint = "{tmp_path / 'ck'}"
+trigger = "available_now"
+[pipeline.source]
+kind = "kafka"
+topics = ["{source}"]
+properties."auto.offset.reset" = "earliest"
+properties."key.deserializer" = "StringDeserializer"
+properties."value.deserializer" = "StringDeserializer"
+[[pipeline.steps]]
+map = "tests.integration.pipeline_helpers:shout"
+[[pipeline.steps]]
+filter = "tests.integration.pipeline_helpers:no_x"
+[pipeline.sink]
+kind = "kafka"
+topic = "{sink}"
+properties = {{ "key.serializer" = "StringSerializer", "value.serializer" = "StringSerializer" }}
+""")
+    assert run_config(run_file) == 0
+    assert sorted((k, v) for k, v, _ in read(kafka_bootstrap, sink)) == [
+        (b"a", b"HELLO"), (b"c", b"WORLD")]
