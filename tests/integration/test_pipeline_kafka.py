@@ -204,7 +204,7 @@ def test_a_pipeline_without_python_steps_runs_no_python(
         query = job.start(spark)
         query.awaitTermination(120)
         assert job.failure is None
-        plan = query._jq.lastExecution().executedPlan().toString()  # noqa: SLF001
+        plan = query._jsq.lastExecution().executedPlan().toString()  # noqa: SLF001
         assert "Python" not in plan and "Arrow" not in plan, plan
         assert "python pass" not in job.describe()
     finally:
