@@ -46,7 +46,7 @@ def read(bootstrap: str, topic: str, *, committed: bool = True,
                 done |= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
                 continue
             assert msg.error() is None, msg.error()
-            headers: dict[str, Any] = dict(msg.headers() or [])  # type: ignore[arg-type]
+            headers: dict[str, Any] = dict(msg.headers() or [])
             out.append((msg.key(), msg.value(), headers))
             partition, offset = int(msg.partition() or 0), int(msg.offset() or 0)
             if offset + 1 >= ends[partition]:
