@@ -193,7 +193,7 @@ def test_map_batch_between_structured_steps(
 
 def test_a_pipeline_without_python_steps_runs_no_python(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
-        ) -> None:
+        capsys: pytest.CaptureFixture[str]) -> None:
     source, sink = topic_factory(2), topic_factory(1)
     produce(kafka_bootstrap, source, ((f"k{i}".encode(), f"v{i}".encode()) for i in range(100)))
     p = Pipeline.create(name="jvm-only")
@@ -204,7 +204,10 @@ def test_a_pipeline_without_python_steps_runs_no_python(
         query = job.start(spark)
         query.awaitTermination(120)
         assert job.failure is None
-        plan = query._jsq.lastExecution().executedPlan().toString()  # noqa: SLF001
+        capsys.readouterr()
+        query.explain()
+        plan = capsys.readouterr().out
+        assert "KafkaTable" in plan or "Kafka" in plan, plan
         assert "Python" not in plan and "Arrow" not in plan, plan
         assert "python pass" not in job.describe()
     finally:
