@@ -282,3 +282,25 @@ properties = {{ "key.serializer" = "StringSerializer", "value.serializer" = "Str
     assert run_config(run_file) == 0
     assert sorted((k, v) for k, v, _ in read(kafka_bootstrap, sink)) == [
         (b"a", b"HELLO"), (b"c", b"WORLD")]
+
+
+def test_none_with_group_commits_resumes_from_the_groups_offsets(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
+    import uuid
+
+    source, sink = topic_factory(2), topic_factory(1)
+    group = f"gs-test-{uuid.uuid4().hex[:8]}"
+    in_props = props(kafka_bootstrap, **{"group.id": group, "enable.auto.commit": "true"})
+
+    def once(first: int, count: int) -> None:
+        produce(kafka_bootstrap, source, ((b"k", str(i).encode())
+                                          for i in range(first, first + count)))
+        p = Pipeline.create(name="group")
+        (p.read_from(KafkaSources.kafka(in_props, source))
+          .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+        failure, _ = _run(p, spark)  # NONE: a new temporary checkpoint each run
+        assert failure is None
+
+    once(0, 10)
+    once(10, 5)
+    assert sorted(int(v) for _, v, _ in read(kafka_bootstrap, sink)) == list(range(15))
