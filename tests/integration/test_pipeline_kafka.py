@@ -271,9 +271,9 @@ properties."auto.offset.reset" = "earliest"
 properties."key.deserializer" = "StringDeserializer"
 properties."value.deserializer" = "StringDeserializer"
 [[pipeline.steps]]
-map = "tests.integration.pipeline_helpers:shout"
-[[pipeline.steps]]
 filter = "tests.integration.pipeline_helpers:no_x"
+[[pipeline.steps]]
+map = "tests.integration.pipeline_helpers:shout"
 [pipeline.sink]
 kind = "kafka"
 topic = "{sink}"
