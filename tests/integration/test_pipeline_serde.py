@@ -133,7 +133,7 @@ def test_jvm_forms_equal_kafkas_byte_layouts(spark: Any) -> None:
     bytes that are not UTF-8 are error rows with the reason."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    cases = {"Long": [0, -1, 1, -(2**63), 2**63 - 1, -123456789012],
+    cases: dict[str, list[Any]] = {"Long": [0, -1, 1, -(2**63), 2**63 - 1, -123456789012],
              "Integer": [0, -1, 2**31 - 1, -(2**31), 65536], "Short": [0, -1, 32767, -32768],
              "String": ["", "héllo", "日本"]}
     for name, values in cases.items():
