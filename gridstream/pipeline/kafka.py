@@ -29,7 +29,8 @@ __all__ = ["KafkaSink", "KafkaSinks", "KafkaSource", "KafkaSources", "Projection
 
 Projection = Literal["entry", "value", "record"]
 _SERDE_PREFIXES = ("key.", "value.", "schema.registry.", "basic.auth.",
-                   "auto.register.schemas", "use.latest.version", "unknown_fields")
+                   "auto.register.schemas", "use.latest.version", "unknown_fields",
+                   "unknown.fields")
 """Properties of the (de)serializers, not of the Kafka clients."""
 _SOURCE_OWN = frozenset({"isolation.level", "group.id"})
 

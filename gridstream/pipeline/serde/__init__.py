@@ -10,8 +10,8 @@ value, in the JVM where an exact form exists, and says what is left for Python.
 from __future__ import annotations
 
 from gridstream.pipeline.serde._base import Deserializer, Serializer
-from gridstream.pipeline.serde._columns import Decoded, decode_columns
+from gridstream.pipeline.serde._columns import Decoded, DecodeError, PythonDecode, decode_columns
 from gridstream.pipeline.serde._names import deserializer, known_names, serializer
 
-__all__ = ["Decoded", "Deserializer", "Serializer", "decode_columns", "deserializer",
-           "known_names", "serializer"]
+__all__ = ["DecodeError", "Decoded", "Deserializer", "PythonDecode", "Serializer",
+           "decode_columns", "deserializer", "known_names", "serializer"]

@@ -24,7 +24,7 @@ import orjson
 
 from gridstream.errors import CodecError, ConfigError
 from gridstream.pipeline.serde._avro_types import avro_ddl
-from gridstream.pipeline.serde._base import Deserializer, Serializer
+from gridstream.pipeline.serde._base import Deserializer, Serializer, unknown_fields
 from gridstream.protocol.confluent import HEADER, SchemaIds, frame, strategy, subject_name, unframe
 from gridstream.protocol.registry import Registry, SchemaRegistryClientRegistry, redacted_url
 from gridstream.protocol.values import wire_default
@@ -107,7 +107,7 @@ class AvroSettings:
         self.strategy = strategy(props.get(prop), prop)
         self.auto_register = _flag(props, "auto.register.schemas", True)
         self.use_latest = _flag(props, "use.latest.version", False)
-        unknown = str(props.get("unknown.fields", "extra"))
+        unknown = unknown_fields(props)
         if unknown not in ("extra", "drop"):
             raise ConfigError(f"unknown.fields must be extra or drop, not {unknown!r}")
         self.unknown = unknown

@@ -7,12 +7,19 @@ Objects are picklable (shipped to the executors) and open their clients lazily.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-__all__ = ["Deserializer", "Serializer"]
+__all__ = ["Deserializer", "Serializer", "unknown_fields"]
+
+
+def unknown_fields(props: Mapping[str, Any]) -> str:
+    """``unknown.fields`` (also spelt ``unknown_fields``): ``extra`` (the default) or
+    ``drop`` — checked by the caller."""
+    return str(props.get("unknown.fields", props.get("unknown_fields", "extra")))
 
 
 class Deserializer(ABC):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gridstream.errors import CodecError, ConfigError
-from gridstream.pipeline.serde._base import Deserializer
+from gridstream.pipeline.serde._base import Deserializer, unknown_fields
 from gridstream.pipeline.serde._basic import JsonDeserializer
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def json_deserializer(props: Mapping[str, Any], *, is_key: bool) -> Deserializer
     declared = props.get("key.schema" if is_key else "value.schema")
     if declared is None:
         return JsonDeserializer(is_key=is_key)
-    unknown = str(props.get("unknown.fields", "extra"))
+    unknown = unknown_fields(props)
     if unknown not in ("extra", "drop"):
         raise ConfigError(f"unknown.fields must be extra or drop, not {unknown!r}")
     return ShapedJsonDeserializer(declared, is_key=is_key, extra=unknown == "extra")

@@ -31,12 +31,15 @@ def _props(**more: Any) -> dict[str, Any]:
             "key.serializer": "Avro", "key.deserializer": "Avro", **more}
 
 
-def _ser(registry: FakeRegistry, is_key: bool = False, **more: Any) -> AvroSerializer:
-    return AvroSerializer.from_props(_props(**more), is_key=is_key, registry=registry)
+def _ser(registry: FakeRegistry, more: dict[str, Any] | None = None, *,
+         is_key: bool = False) -> AvroSerializer:
+    return AvroSerializer.from_props(_props(**(more or {})), is_key=is_key, registry=registry)
 
 
-def _de(registry: FakeRegistry, is_key: bool = False, **more: Any) -> AvroDeserializer:
-    return AvroDeserializer.from_props(_props(**more), is_key=is_key, registry=registry)
+def _de(registry: FakeRegistry, more: dict[str, Any] | None = None, *,
+        is_key: bool = False) -> AvroDeserializer:
+    return AvroDeserializer.from_props(_props(**(more or {})), is_key=is_key,
+                                       registry=registry)
 
 
 def _framed(schema_id: int, schema: Any, value: Any) -> bytes:
@@ -53,7 +56,7 @@ def test_names_select_avro() -> None:
 
 def test_round_trip_registers_under_the_topic_subject_and_frames_the_id() -> None:
     registry = FakeRegistry()
-    data = _ser(registry, **{"value.schema": orjson.dumps(V1).decode()}).python(
+    data = _ser(registry, {"value.schema": orjson.dumps(V1).decode()}).python(
         "logs", {"service": "api", "n": -3})
     assert data is not None and data[0] == 0
     (schema_id,) = struct.unpack(">I", data[1:5])
@@ -71,7 +74,7 @@ def test_round_trip_registers_under_the_topic_subject_and_frames_the_id() -> Non
     ("TopicNameStrategy", "logs-value")])
 def test_subject_name_strategies(strategy: str, subject: str) -> None:
     registry = FakeRegistry()
-    _ser(registry, **{"value.schema": orjson.dumps(V1).decode(),
+    _ser(registry, {"value.schema": orjson.dumps(V1).decode(),
                       "value.subject.name.strategy": strategy}).python(
         "logs", {"service": "a", "n": 1})
     assert list(registry.subjects) == [subject]
@@ -81,19 +84,19 @@ def test_declared_schema_from_an_avsc_file(tmp_path: Path) -> None:
     path = tmp_path / "log.avsc"
     path.write_bytes(orjson.dumps(V1))
     registry = FakeRegistry()
-    data = _ser(registry, **{"value.schema": str(path)}).python("t", {"service": "a", "n": 1})
+    data = _ser(registry, {"value.schema": str(path)}).python("t", {"service": "a", "n": 1})
     assert _de(registry).python("t", data) == {"service": "a", "n": 1}
 
 
 def test_registration_is_cached_and_a_refusal_too() -> None:
     registry = FakeRegistry(refuse='"Log"')
-    ser = _ser(registry, **{"value.schema": orjson.dumps(V1).decode()})
+    ser = _ser(registry, {"value.schema": orjson.dumps(V1).decode()})
     for _ in range(3):
         with pytest.raises(CodecError, match="subject 'logs-value'.*compatibility rule"):
             ser.python("logs", {"service": "a", "n": 1})
     assert [c for c, _ in registry.calls].count("register") == 1
     ok = FakeRegistry()
-    ser = _ser(ok, **{"value.schema": orjson.dumps(V1).decode()})
+    ser = _ser(ok, {"value.schema": orjson.dumps(V1).decode()})
     for n in range(3):
         ser.python("logs", {"service": "a", "n": n})
     assert [c for c, _ in ok.calls].count("register") == 1
@@ -103,24 +106,24 @@ def test_auto_register_false_and_use_latest_version() -> None:
     registry = FakeRegistry()
     text = orjson.dumps(V1).decode()
     with pytest.raises(CodecError, match="holds no such schema"):
-        _ser(registry, **{"value.schema": text, "auto.register.schemas": "false"}).python(
+        _ser(registry, {"value.schema": text, "auto.register.schemas": "false"}).python(
             "t", {"service": "a", "n": 1})
     assert registry.subjects == {}
     schema_id = registry.register("t-value", text)
-    data = _ser(registry, **{"value.schema": text, "auto.register.schemas": False}).python(
+    data = _ser(registry, {"value.schema": text, "auto.register.schemas": False}).python(
         "t", {"service": "a", "n": 1})
     assert data is not None and data[1:5] == struct.pack(">I", schema_id)
-    latest = _ser(registry, **{"use.latest.version": "true"}).python(
+    latest = _ser(registry, {"use.latest.version": "true"}).python(
         "t", {"service": "b", "n": 2})
     assert latest is not None and latest[1:5] == struct.pack(">I", schema_id)
     with pytest.raises(CodecError, match="has no schema"):
-        _ser(registry, **{"use.latest.version": "true"}).python("other", {"n": 1})
+        _ser(registry, {"use.latest.version": "true"}).python("other", {"n": 1})
     with pytest.raises(ConfigError, match="needs value.schema"):
-        _ser(registry, **{"use.latest.version": "true", "value.subject.name.strategy": "record"})
+        _ser(registry, {"use.latest.version": "true", "value.subject.name.strategy": "record"})
 
 
 def test_values_that_do_not_fit_are_codec_errors() -> None:
-    ser = _ser(FakeRegistry(), **{"value.schema": orjson.dumps(V1).decode()})
+    ser = _ser(FakeRegistry(), {"value.schema": orjson.dumps(V1).decode()})
     with pytest.raises(CodecError, match="does not fit"):
         ser.python("t", {"service": "a", "n": "x"})
     with pytest.raises(CodecError, match="does not fit"):  # undeclared field: not dropped
@@ -165,7 +168,7 @@ def test_declared_reader_schema_missing_fields_and_extra() -> None:
         {**V2, "fields": [*V2["fields"], {"name": "tags", "type": {
             "type": "array", "items": "string"}, "default": []}]}).decode())
     reader = orjson.dumps(V2).decode()
-    de = _de(registry, **{"value.schema": reader})
+    de = _de(registry, {"value.schema": reader})
     assert de.python("t", _framed(old, V1, {"service": "a", "n": 1})) == \
         {"service": "a", "n": 1, "level": None, "_extra": {}}
     newer = {**V2, "fields": [*V2["fields"], {"name": "tags", "type": {
@@ -173,7 +176,7 @@ def test_declared_reader_schema_missing_fields_and_extra() -> None:
     data = _framed(new, newer, {"service": "b", "n": 2, "level": "E", "tags": ["x"]})
     assert de.python("t", data) == {"service": "b", "n": 2, "level": "E",
                                     "_extra": {"tags": '["x"]'}}
-    dropped = _de(registry, **{"value.schema": reader, "unknown.fields": "drop"})
+    dropped = _de(registry, {"value.schema": reader, "unknown.fields": "drop"})
     assert dropped.python("t", data) == {"service": "b", "n": 2, "level": "E"}
     assert de.ddl == ("struct<`service`: string, `n`: bigint, `level`: string, "
                       "_extra: map<string, string>>")
@@ -184,7 +187,7 @@ def test_a_writer_the_reader_cannot_resolve_is_a_decode_error() -> None:
     wrong = {**V1, "fields": [{"name": "service", "type": "long"},
                               {"name": "n", "type": "long"}]}
     schema_id = registry.register("t-value", orjson.dumps(wrong).decode())
-    de = _de(registry, **{"value.schema": orjson.dumps(V1).decode()})
+    de = _de(registry, {"value.schema": orjson.dumps(V1).decode()})
     with pytest.raises(CodecError, match=f"schema id {schema_id} cannot be read as the "
                                          "declared value.schema"):
         de.python("t", _framed(schema_id, wrong, {"service": 1, "n": 1}))
@@ -197,6 +200,7 @@ def test_secrets_stay_out_of_reprs_and_pickles_travel_without_clients() -> None:
     for obj in (de, ser):
         assert "pa55" not in repr(obj) and "s3cret" not in repr(obj)
         assert "pa55" not in repr(vars(obj))
+        assert "pa55" not in repr(vars(getattr(obj, "settings")))  # noqa: B009
     assert isinstance(de, AvroDeserializer)
     de._cache_writers[1] = object()  # type: ignore[assignment]
     copy = pickle.loads(pickle.dumps(de))

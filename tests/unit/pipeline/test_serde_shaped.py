@@ -48,6 +48,9 @@ def test_missing_fields_read_as_null_and_unknown_ones_go_to_extra() -> None:
 def test_drop_mode_drops_unknown_fields() -> None:
     assert _read(_de("drop"), {"id": 1, "level": "WARN"}) == \
         {"id": 1, "name": None, "score": None, "tags": None, "address": None}
+    underscored = deserializer({"value.deserializer": "Json", "value.schema": SCHEMA,
+                                "unknown_fields": "drop"}, is_key=False)
+    assert "_extra" not in underscored.python("t", b"{}")
 
 
 @pytest.mark.parametrize(("value", "reason"), [
