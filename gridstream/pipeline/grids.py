@@ -17,7 +17,6 @@ version, op}`` (``gridstream.pipeline.grid_changes``).
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,15 +26,14 @@ from pydantic import TypeAdapter, ValidationError
 from gridstream.connect.config import GridSettings, HazelcastGridSettings, SpaceGridSettings
 from gridstream.connect.converters import dumps_value
 from gridstream.connect.grids import grid_adapter
-from gridstream.connect.record import H_STAGE
 from gridstream.connect.sink.apply import ORDER, apply_on_driver, apply_tasks
-from gridstream.errors import CodecError, ConfigError, RecordError, SparkError
+from gridstream.errors import CodecError, ConfigError, SparkError
 from gridstream.grid.contract import GridAdapter, Key
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink
+from gridstream.pipeline.errors import split_batch
 from gridstream.pipeline.grid_changes import GridChangesSource
 from gridstream.protocol.values import wire_default
 from gridstream.spark.config import parse_trigger
-from gridstream.spark.dead_letter import write_dead_letters
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -46,15 +44,12 @@ if TYPE_CHECKING:
 __all__ = ["GridMapSink", "GridSinks", "GridSources", "grid_settings", "map_source",
            "where_columns"]
 
-log = logging.getLogger(__name__)
 
 COLUMNS = "key string, value binary"
 """What ``encode`` gives: the key as JSON text (``"k-1"`` quoted, ``12`` bare: a string
 key and an integer key stay apart) and the value as JSON bytes (null: a remove)."""
 _WHERE = r"^(.*)\[([0-9]+)\]@([0-9]+)$"
-_LOGGED = 10
 _QUERY_ID_WAIT_S = 120.0
-_ERRORS = ("fail", "log", "dead_letter")
 
 
 def grid_settings(grid: GridSettings | Mapping[str, Any]) -> GridSettings:
@@ -191,7 +186,6 @@ class GridMapSink(Sink):
 
     def start(self, flow: Flow, context: RunContext,
               on_batch: Callable[[int, dict[str, Any]], None]) -> StreamingQuery:
-        _policy(context)  # a bad policy fails now, not in the first batch
         self._context = context
         self._on_batch = on_batch
         self._started.clear()
@@ -230,40 +224,28 @@ class GridMapSink(Sink):
         return map_source(context.name, self._query_id)
 
     def write_batch(self, batch: DataFrame, batch_id: int) -> None:
-        """``foreachBatch``: route error rows by the policy, apply the rest."""
+        """``foreachBatch``: error rows by the policy, the rest applied."""
         if self._context is None or self._on_batch is None:
             raise SparkError(f"grid sink {self.name!r}: not started")
         self._on_batch(batch_id, self.process(batch, batch_id, self._context))
 
     def process(self, batch: DataFrame, batch_id: int, context: RunContext
                 ) -> dict[str, Any]:
-        """Write one batch; its counts (``records``, ``written``, ``errors``,
-        ``skipped``, ``dead_lettered``, ``key_writes``). Callable again with the same
-        batch id (a re-run) and the same rows: the grid ends as after the first run."""
-        import pyspark.sql.functions as F
+        """Write one batch; its counts (``written``: items written, ``errors``: error
+        rows, ``key_writes``: the writes they folded into). Error rows go by the
+        pipeline's policy first (``split_batch``: ``fail`` raises before anything is
+        written). Callable again with the same batch id and rows (a re-run): the grid
+        ends as after the first run."""
         from pyspark import StorageLevel
 
-        errors, topic, options = _policy(context)
         cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            failed = F.col("_gs_error").isNotNull()
-            counts = {bool(r["bad"]): int(r["count"]) for r in
-                      cached.groupBy(failed.alias("bad")).count().collect()}
-            bad = counts.get(True, 0)
-            if bad and errors == "fail":
-                _raise_first(cached.where(failed), bad, batch_id)
-            written = counts.get(False, 0)
-            keys = self._apply(cached.where(~failed), batch_id, context) if written else 0
-            if bad and errors == "log":
-                _log_bad(cached.where(failed), bad, context.name)
-            if bad and errors == "dead_letter":
-                assert topic is not None  # noqa: S101 - _policy checked it
-                _dead_letter(cached.where(failed), topic, context.name, options)
+            good, errors = split_batch(cached, context)
+            written = good.count()
+            keys = self._apply(good, batch_id, context) if written else 0
         finally:
             cached.unpersist()
-        return {"records": written + bad, "written": written, "errors": bad,
-                "skipped": bad if errors == "log" else 0,
-                "dead_lettered": bad if errors == "dead_letter" else 0, "key_writes": keys}
+        return {"written": written, "errors": errors, "key_writes": keys}
 
     def _apply(self, ok: DataFrame, batch_id: int, context: RunContext) -> int:
         import pyspark.sql.functions as F
@@ -296,57 +278,6 @@ class GridMapSink(Sink):
             adapter.open()
             self._adapter = adapter
         return self._adapter
-
-
-def _policy(context: RunContext) -> tuple[str, str | None, dict[str, str]]:
-    """The pipeline's error policy: ``errors``, the dead-letter topic and the Spark
-    Kafka options (``kafka.bootstrap.servers``, ...) it is written with."""
-    errors = str(getattr(context, "errors", "fail") or "fail")
-    topic = getattr(context, "dead_letter_topic", None)
-    options = dict(getattr(context, "dead_letter_options", None) or {})
-    if errors not in _ERRORS:
-        raise ConfigError(f"pipeline {context.name!r}: errors {errors!r}: use one of "
-                          f"{', '.join(_ERRORS)}")
-    if errors == "dead_letter" and (not topic or "kafka.bootstrap.servers" not in options):
-        raise ConfigError(f"pipeline {context.name!r}: errors 'dead_letter' needs "
-                          "dead_letter_topic and the Kafka servers to write it to")
-    return errors, topic, options
-
-
-def _ordered(bad: DataFrame) -> DataFrame:
-    import pyspark.sql.functions as F
-
-    return bad.select("*", *where_columns(F.col("_gs_where"))).orderBy(
-        F.col("topic").asc_nulls_last(), "partition", "offset", "_gs_where")
-
-
-def _raise_first(bad: DataFrame, count: int, batch_id: int) -> None:
-    first = _ordered(bad).select("_gs_where", "_gs_stage", "_gs_error").first()
-    assert first is not None  # noqa: S101 - counted above
-    raise RecordError(f"{first['_gs_error']} ({count} bad item(s) in batch {batch_id}; "
-                      "errors 'fail': nothing of the batch written, its offsets not "
-                      "committed)", where=str(first["_gs_where"]),
-                      stage=str(first["_gs_stage"]))
-
-
-def _log_bad(bad: DataFrame, count: int, pipeline: str) -> None:
-    for row in _ordered(bad).limit(_LOGGED).select("_gs_where", "_gs_stage",
-                                                   "_gs_error").collect():
-        log.warning("%s: skipped %s: %s: %s", pipeline, row["_gs_where"], row["_gs_stage"],
-                    row["_gs_error"])
-    log.warning("%s: %d bad item(s) skipped (errors 'log')", pipeline, count)
-
-
-def _dead_letter(bad: DataFrame, topic: str, pipeline: str, options: dict[str, str]) -> None:
-    import pyspark.sql.functions as F
-
-    letters = bad.select(
-        F.col("_gs_raw_key").alias("key"), F.col("_gs_raw_value").alias("value"),
-        F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
-        F.concat_ws(": ", "_gs_stage", "_gs_error").alias("error"),
-        *where_columns(F.col("_gs_where")), F.col("_gs_stage").alias("stage"),
-    ).withColumnRenamed("partition", "kafka_partition")
-    write_dead_letters(letters, topic, pipeline, options, more_headers={H_STAGE: "stage"})
 
 
 class GridSinks:

@@ -8,9 +8,11 @@ comparison is shown to fail when one value differs.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,10 @@ import pytest
 
 from gridstream.errors import RecordError
 from gridstream.grid import Write
-from gridstream.pipeline.base import Guarantee, RunContext
+from gridstream.pipeline import Guarantee, KafkaSources, Pipeline, RunContext
 from gridstream.pipeline.grids import GridMapSink, GridSinks
-from tests.integration.pipeline_grid_flow import kafka_batch, kafka_flow
+from tests.integration.child_output import await_line, start_piped
+from tests.integration.pipeline_grid_flow import kafka_batch
 from tests.integration.sink_helpers import (
     Grid,
     cache_prefix,
@@ -40,36 +43,39 @@ def grid(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Grid]:
         yield made
 
 
-@dataclass(frozen=True)
-class Context(RunContext):
-    """The run context with the pipeline's error policy."""
-
-    errors: str = "fail"
-    dead_letter_topic: str | None = None
-    dead_letter_options: dict[str, str] | None = None
-
-
-def context(tmp: Path, guarantee: Guarantee, **more: Any) -> Context:
+def context(tmp: Path, guarantee: Guarantee, **more: Any) -> RunContext:
     name = f"p-{uuid.uuid4().hex[:6]}"
-    return Context(name, guarantee, str(tmp / f"ckpt-{name}"), **more)
+    return RunContext(name, guarantee, str(tmp / f"ckpt-{name}"), **more)
 
 
 def map_sink(grid: Grid, cache: str, **options: Any) -> GridMapSink:
     return GridSinks.map(grid.settings, cache, space=grid.space, **options)
 
 
-def run_stream(spark: Any, sink: GridMapSink, flow: Any, ctx: RunContext
-               ) -> list[tuple[int, dict[str, Any]]]:
-    """Start the sink's query, process everything available, stop; the batch reports."""
-    reports: list[tuple[int, dict[str, Any]]] = []
-    query = sink.start(flow, ctx, lambda batch_id, counts: reports.append((batch_id, counts)))
+def json_entry(kv: tuple[bytes, bytes | None]) -> tuple[Any, Any]:
+    """A Kafka record's JSON key and value → a grid entry (no value: a remove)."""
+    return orjson.loads(kv[0]), None if kv[1] is None else orjson.loads(kv[1])
+
+
+def run_pipeline(spark: Any, bootstrap: str, topic: str, sink: GridMapSink,
+                 guarantee: Guarantee, checkpoint: Path, **options: Any) -> Any:
+    """Kafka → ``json_entry`` → ``sink`` through the pipeline API, everything the topic
+    holds now; the job (its batches and failure)."""
+    props = {"bootstrap.servers": bootstrap, "key.deserializer": "ByteArrayDeserializer",
+             "value.deserializer": "ByteArrayDeserializer", "auto.offset.reset": "earliest"}
+    p = Pipeline.create(name=f"grid-{uuid.uuid4().hex[:6]}")
+    (p.read_from(KafkaSources.kafka(props, topic, max_offsets_per_trigger=800))
+      .map(json_entry)
+      .write_to(sink))
+    job = p.job(guarantee=guarantee, checkpoint=str(checkpoint), trigger="available_now",
+                **options)
     try:
-        query.processAllAvailable()
-        assert query.exception() is None
+        query = job.start(spark)
+        query.awaitTermination(600)
+        assert not query.isActive
     finally:
-        query.stop()
-        sink.close()
-    return reports
+        job.close()
+    return job
 
 
 def check_equal(grid: Grid, cache: str, want: dict[Any, Any]) -> None:
@@ -92,12 +98,10 @@ def test_kafka_to_a_grid_map_holds_each_keys_latest_value(
     produce(kafka_bootstrap, topic, workload(11, keys=200, count=2400))
     cache = cache_prefix(grid) + "people"
     sink = map_sink(grid, cache)
-    ctx = context(tmp_path, guarantee)
-    flow = kafka_flow(spark, kafka_bootstrap, topic, sink, max_offsets=800)
-    reports = run_stream(spark, sink, flow, ctx)
-    assert len(reports) >= 3  # several batches: later ones overwrite and remove
-    assert sum(r["records"] for _, r in reports) == 2400
-    assert sum(r["written"] for _, r in reports) == 2400
+    job = run_pipeline(spark, kafka_bootstrap, topic, sink, guarantee, tmp_path / "ck")
+    assert job.failure is None
+    assert len(job.batches) >= 3  # several batches: later ones overwrite and remove
+    assert sum(b["written"] for b in job.batches.values()) == 2400
     want = grid.expected(latest(kafka_bootstrap, topic))
     assert 100 < len(want) < 200  # tombstones removed some keys
     check_equal(grid, cache, want)
@@ -110,8 +114,8 @@ def test_kafka_to_a_grid_map_holds_each_keys_latest_value(
             marks = adapter.client.get_map(versions_map(cache)).blocking().entry_set()
         sources = {orjson.loads(k)[0] for k, _ in marks}
         if guarantee is Guarantee.EXACTLY_ONCE:
-            assert sources == {f"pipeline:{ctx.name}:{sink._query_id}"}
-            assert {v for _, v in marks} <= {r[0] for r in reports}
+            assert sources == {f"pipeline:{job.name}:{job.query.id}"}
+            assert {v for _, v in marks} <= set(job.batches)
         else:
             assert sources == set()
 
@@ -212,3 +216,49 @@ def test_error_rows_logged_or_dead_lettered_and_the_rest_written(
         seen.add(spot)
         assert records[where.index(spot)] == (msg.key(), msg.value())
     assert seen == bad
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_driver_killed_between_the_write_and_the_checkpoint_reruns_the_batch(
+        grid: Grid, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    """EXACTLY_ONCE, a child driver SIGKILLed after batch 1 was written to the grid and
+    before Spark committed it: the restarted driver runs batch 1 again (same query id,
+    so the same writer source and versions) and the map ends equal to the topic's
+    latest value per key."""
+    topic = topic_factory(3)
+    produce(kafka_bootstrap, topic, workload(23, keys=250, count=3000))
+    cache = cache_prefix(grid) + "killed"
+    grid.release_space()  # the child driver owns the Space
+    argv = [sys.executable, "-m", "tests.integration.pipeline_grid_child",
+            "--bootstrap", kafka_bootstrap, "--topic", topic,
+            "--grid", grid.settings.model_dump_json(), "--cache", cache,
+            "--checkpoint", str(tmp_path / "ck"), "--name", "grid-kill"]
+    seen: list[str] = []
+    child, lines = start_piped([*argv, "--pause-after", "1"], ROOT)
+    try:
+        await_line(child, lines, seen, lambda line: line.startswith("applied batch 1"))
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(60)
+    first_id = next(line.split()[1] for line in seen if line.startswith("query "))
+    assert len(grid.read(cache)) > 0  # batches 0 and 1 are in the grid
+    again: list[str] = []
+    child, lines = start_piped(argv, ROOT)
+    try:
+        await_line(child, lines, again, lambda line: line.strip() in ("finished", "FAILED"),
+                   timeout=400)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait(60)
+    assert "finished\n" in again, "".join(again[-30:])
+    applied = [line.strip() for line in again if line.startswith("applied batch")]
+    assert applied[0] == "applied batch 1"  # the uncommitted batch, run again
+    assert applied[-1] == "applied batch 2"
+    assert next(line.split()[1] for line in again if line.startswith("query ")) == first_id
+    want = grid.expected(latest(kafka_bootstrap, topic))
+    assert len(want) > 150
+    check_equal(grid, cache, want)
