@@ -7,9 +7,9 @@ snapshots under it, cache discovery, lost positions), its reader and its JSON co
 module only chooses the connector options and turns each row into the item
 ``{"cache", "key", "value", "version", "op"}`` (the flow's Python ``decode`` head).
 
-A change the data source could not read (a value JSON cannot hold) is a row whose
-``reason`` is set: the decode raises ``CodecError`` for it, so the pipeline's error
-policy takes it.
+A change the data source could not read (a value JSON cannot hold) is an error row
+(``_gs_error`` = the data source's reason, ``_gs_stage`` = ``"read"``): the pipeline's
+error policy takes it.
 """
 
 from __future__ import annotations
@@ -36,10 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CHANGE_COLUMNS", "GridChangesSource", "decode_change"]
 
-CHANGE_COLUMNS = ("cache", "key", "value", "version", "reason")
+CHANGE_COLUMNS = ("cache", "key", "value", "version")
 """The flow's visible columns: the cache, the key and value as JSON bytes (value null:
-a removal), the change's version (null for a snapshot entry without one), and
-``reason`` (set: the data source could not read the change)."""
+a removal) and the change's version (null for a snapshot entry without one)."""
 _READ = ("ok", "error")
 """Row statuses that become items (``error``: through the error policy). The others
 are the data source's bookkeeping: ``event`` (snapshots, discovered or dropped caches)
@@ -49,8 +48,6 @@ options chosen here (no filter, removals kept, no ``NONE`` failover)."""
 
 def decode_change(row: dict[str, Any]) -> dict[str, Any]:
     """One row of the flow → the item ``{cache, key, value, version, op}``."""
-    if row.get("reason") is not None:
-        raise CodecError(str(row["reason"]))
     key = decode_key(row["key"])
     if key is None:
         raise CodecError("a change without a key")
@@ -127,12 +124,14 @@ class GridChangesSource(Source):
                            .options(**source_options(config, allowed_modules(())))
                            .load())
         version = F.filter("headers", lambda h: h["key"] == F.lit(H_VERSION))
+        failed = F.col("status") == "error"
         df = rows.where(F.col("status").isin(*_READ)).select(
             "cache", "key", "value",
             F.when(F.size(version) > 0, F.element_at(version, 1)["value"].cast("string")
                    .cast("long")).alias("version"),
-            F.when(F.col("status") == "error", F.col("reason")).alias("reason"),
-            F.current_timestamp().alias("_gs_ts"), F.col("where").alias("_gs_where"))
+            F.current_timestamp().alias("_gs_ts"), F.col("where").alias("_gs_where"),
+            F.when(failed, F.col("reason")).alias("_gs_error"),
+            F.when(failed, F.lit("read")).alias("_gs_stage"))
         return Flow(df, "row", decode_change,
                     notes=("grid changes: the gridstream-grid data source (Python, one "
                            "task per cache); rows decoded to dicts in Python",))

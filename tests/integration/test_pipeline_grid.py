@@ -21,7 +21,14 @@ import pytest
 
 from gridstream.errors import RecordError
 from gridstream.grid import Write
-from gridstream.pipeline import Guarantee, KafkaSources, Pipeline, RunContext
+from gridstream.pipeline import (
+    GridSources,
+    Guarantee,
+    KafkaSinks,
+    KafkaSources,
+    Pipeline,
+    RunContext,
+)
 from gridstream.pipeline.grids import GridMapSink, GridSinks
 from tests.integration.child_output import await_line, start_piped
 from tests.integration.pipeline_grid_flow import kafka_batch
@@ -262,3 +269,58 @@ def test_a_driver_killed_between_the_write_and_the_checkpoint_reruns_the_batch(
     want = grid.expected(latest(kafka_bootstrap, topic))
     assert len(want) > 150
     check_equal(grid, cache, want)
+
+
+def change_item(change: dict[str, Any]) -> tuple[str, str]:
+    """A change item → a Kafka entry: the key's JSON text, the whole item as JSON."""
+    return orjson.dumps(change["key"]).decode(), orjson.dumps(change).decode()
+
+
+def test_grid_changes_to_kafka_give_the_snapshot_then_every_change_in_order(
+        grid: Grid, spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    cache = cache_prefix(grid) + "src"
+    first = {f"k{i}": {"n": i} for i in range(40)}
+    with grid.adapter() as adapter:
+        adapter.apply(cache, [Write(k, v) for k, v in first.items()])
+    out = topic_factory(1)
+    p = Pipeline.create(name=f"changes-{uuid.uuid4().hex[:6]}")
+    (p.read_from(GridSources.changes(grid.settings, cache))
+      .map(change_item)
+      .write_to(KafkaSinks.kafka({"bootstrap.servers": kafka_bootstrap,
+                                  "key.serializer": "StringSerializer",
+                                  "value.serializer": "StringSerializer"}, out)))
+    job = p.job(guarantee=Guarantee.EXACTLY_ONCE, checkpoint=str(tmp_path / "ck"))
+    removed = [f"k{i}" for i in range(0, 40, 5)]
+    updated = {f"k{i}": {"n": i * 10} for i in range(1, 40, 5)}
+    try:
+        query = job.start(spark)
+        query.processAllAvailable()
+        with grid.adapter() as adapter:
+            adapter.apply(cache, [Write(k, None) for k in removed])
+            adapter.apply(cache, [Write(k, v) for k, v in updated.items()])
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        job.close()
+    items = [orjson.loads(msg.value()) for msg in read_topic(kafka_bootstrap, out)]
+    assert all(i["cache"] == cache for i in items)
+    snapshot, changes = items[:40], items[40:]
+    assert {i["key"]: i["value"] for i in snapshot} == grid.expected(first)
+    assert {i["op"] for i in snapshot} == {"put"}
+    per_key: dict[str, list[tuple[str, Any]]] = {}
+    for i in changes:  # in order per key (Hazelcast: no order between its partitions)
+        per_key.setdefault(i["key"], []).append((i["op"], i["value"]))
+    assert per_key == {**{k: [("remove", None)] for k in removed},
+                       **{k: [("put", v)] for k, v in grid.expected(updated).items()}}
+    versions = [i["version"] for i in changes]
+    if grid.kind == "space":  # the log's sequence numbers: growing
+        assert versions == sorted(versions)
+        assert all(isinstance(v, int) for v in versions)
+    else:
+        assert all(isinstance(v, int) for v in versions)
+    latest_items = {i["key"]: i["value"] for i in items if i["op"] == "put"}
+    for i in changes:
+        if i["op"] == "remove":
+            latest_items.pop(i["key"])
+    assert differences(latest_items, grid.read(cache)) == []
