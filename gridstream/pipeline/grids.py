@@ -127,6 +127,7 @@ class GridMapSink(Sink):
         self._id_property = None if isinstance(self.grid, HazelcastGridSettings) \
             else self.grid.id_property
         self._adapter: GridAdapter | None = None
+        self._adapter_source = ""
         self._query_id: str | None = None
         self._started = threading.Event()
         self._context: RunContext | None = None
@@ -272,11 +273,13 @@ class GridMapSink(Sink):
     def _space_adapter(self, source: str) -> GridAdapter:
         """The driver's adapter of the Space (opened on first use: its writer ``source``
         needs the query id), which the driver owns or was given."""
+        if self._adapter is not None and self._adapter_source != source:
+            self.close()  # started again on another checkpoint: another writer source
         if self._adapter is None:
             settings = self.grid.model_copy(update={"source": source})
             adapter = grid_adapter(settings, writable=True, space=self._space)
             adapter.open()
-            self._adapter = adapter
+            self._adapter, self._adapter_source = adapter, source
         return self._adapter
 
 

@@ -264,7 +264,8 @@ def test_a_driver_killed_between_the_write_and_the_checkpoint_reruns_the_batch(
     assert "finished\n" in again, "".join(again[-30:])
     applied = [line.strip() for line in again if line.startswith("applied batch")]
     assert applied[0] == "applied batch 1"  # the uncommitted batch, run again
-    assert applied[-1] == "applied batch 2"
+    assert applied == [f"applied batch {n}" for n in range(1, len(applied) + 1)]
+    assert len(applied) >= 2  # and the batches after it
     assert next(line.split()[1] for line in again if line.startswith("query ")) == first_id
     want = grid.expected(latest(kafka_bootstrap, topic))
     assert len(want) > 150
