@@ -5,7 +5,9 @@ Structured Streaming query per pipeline (``docs/pipeline-api.md``)."""
 from gridstream.pipeline.api import KafkaRecord, Pipeline, Stage, entry
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink, Source
 from gridstream.pipeline.console import Sinks
+from gridstream.pipeline.grids import GridSinks, GridSources
 from gridstream.pipeline.kafka import KafkaSinks, KafkaSources
 
-__all__ = ["Flow", "Guarantee", "KafkaRecord", "KafkaSinks", "KafkaSources", "Pipeline",
-           "RunContext", "Sink", "Sinks", "Source", "Stage", "entry"]
+__all__ = ["Flow", "GridSinks", "GridSources", "Guarantee", "KafkaRecord", "KafkaSinks",
+           "KafkaSources", "Pipeline", "RunContext", "Sink", "Sinks", "Source", "Stage",
+           "entry"]

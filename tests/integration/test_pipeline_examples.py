@@ -31,3 +31,11 @@ def test_pipeline_logs_writes_the_entries_exactly_once(kafka_service: Any) -> No
         ("pipeline", "starting", "  "))]
     assert sorted(lines[-3:]) == ["api: ERROR: upstream timeout", "api: INFO: started",
                                   "db: WARN: slow query 1.2s"], out
+
+
+def test_pipeline_kafka_to_hazelcast_fills_the_map_as_expected(
+        kafka_service: Any, hazelcast_service: Any) -> None:
+    out = _run("pipeline_kafka_to_hazelcast.py")
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("map 'orders-") and last.endswith(" 0 differ"), out
+    assert "EXACTLY_ONCE" in out, out
