@@ -13,10 +13,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
-__all__ = ["enrich"]
+__all__ = ["enrich", "lookup_all"]
 
 
-def _lookup(adapter: GridAdapter, cache: str, keys: list[Key], chunk: int) -> dict[Key, Value]:
+def lookup_all(adapter: GridAdapter, cache: str, keys: list[Key], chunk: int) -> dict[Key, Value]:
     found: dict[Key, Value] = {}
     for start in range(0, len(keys), chunk):
         found.update(adapter.get_all(cache, keys[start:start + chunk]))
@@ -66,13 +66,13 @@ def enrich(adapter: GridAdapter, cache: str, on: str, how: str, added: StructTyp
     errors = batch.column("_gs_error").to_pylist()
     wanted = list(dict.fromkeys(k for k, e in zip(keys, errors, strict=True)
                                 if k is not None and e is None))
-    found = _lookup(adapter, cache, wanted, chunk)
+    found = lookup_all(adapter, cache, wanted, chunk)
     rows = [i for i, (k, e) in enumerate(zip(keys, errors, strict=True))
             if e is not None or how == "left" or (k is not None and k in found)]
     values = [found.get(keys[i]) if errors[i] is None and keys[i] is not None else None
               for i in rows]
     kept = batch.take(pa.array(rows, type=pa.int64()))
-    arrow = to_arrow_schema(added)
+    arrow = to_arrow_schema(added, timezone="UTC", prefers_large_types=False)
     columns: list[pa.Array] = []
     bad: dict[int, str] = {}
     if whole:

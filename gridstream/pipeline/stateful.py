@@ -32,18 +32,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import ConfigError
-from gridstream.pipeline.base import HIDDEN, Flow, visible
+from gridstream.pipeline.base import HIDDEN, Flow
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
     from pyspark.sql.types import StructType
+
+    from gridstream.pipeline.api import Stage
+    from gridstream.pipeline.tables import Table
 
 __all__ = [
     "AGGREGATES",
     "WindowSpec",
     "late_rows",
     "parse_duration",
+    "join",
     "window",
+    "window_flow",
     "window_spec",
 ]
 
@@ -108,12 +113,14 @@ class WindowSpec:
                 "(JVM, append mode: emitted once the watermark passes the window's end)")
 
 
-def window_spec(schema: StructType, size: str, *, slide: str | None = None,
+def window_spec(schema: StructType | None, size: str, *, slide: str | None = None,
                 key: str | None = None,
                 aggregate: Mapping[str, str | Sequence[str]] | None = None,
                 watermark: str = "10 seconds", timestamp: str | None = None) -> WindowSpec:
-    """Validate a window against the flow's columns (``ConfigError`` naming the problem)."""
-    columns = {f.name: f.dataType.simpleString() for f in schema.fields if f.name not in HIDDEN}
+    """Validate a window against the flow's columns (``ConfigError`` naming the problem);
+    ``schema=None``: everything but the columns."""
+    columns = None if schema is None else \
+        {f.name: f.dataType.simpleString() for f in schema.fields if f.name not in HIDDEN}
     size_text, size_ms = parse_duration(size, "size")
     slide_text: str | None = None
     if slide is not None:
@@ -130,7 +137,7 @@ def window_spec(schema: StructType, size: str, *, slide: str | None = None,
         kind = _column(columns, timestamp, "timestamp")
         if kind in ("bigint", "int"):
             ts_kind = "millis"
-        elif kind not in ("timestamp", "timestamp_ntz"):
+        elif kind not in ("timestamp", "timestamp_ntz", "?"):
             raise ConfigError(f"window timestamp column {timestamp!r} is {kind}: it must be a "
                               "timestamp, or a long of milliseconds since the epoch")
     if not aggregate:
@@ -140,14 +147,18 @@ def window_spec(schema: StructType, size: str, *, slide: str | None = None,
                       ts_kind)
 
 
-def _column(columns: Mapping[str, str], name: object, what: str) -> str:
+def _column(columns: Mapping[str, str] | None, name: object, what: str) -> str:
+    if columns is None:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"window {what}: {name!r} is not a column name")
+        return "?"
     if not isinstance(name, str) or name not in columns:
         raise ConfigError(f"window {what}: no column {name!r} in the flow (columns: "
                           f"{', '.join(columns) or 'none'})")
     return columns[name]
 
 
-def _aggregate(columns: Mapping[str, str], name: object, spec: object) -> Aggregate:
+def _aggregate(columns: Mapping[str, str] | None, name: object, spec: object) -> Aggregate:
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"window aggregate name {name!r} must be a non-empty string")
     if name in OUTPUT or name.startswith("_gs_"):
@@ -170,7 +181,7 @@ def _aggregate(columns: Mapping[str, str], name: object, spec: object) -> Aggreg
                               f"({function!r}, 'column')")
         return Aggregate(name, function, None)
     kind = _column(columns, column, f"aggregate {name!r}")
-    if function in ("sum", "avg") and not kind.startswith(_NUMERIC):
+    if function in ("sum", "avg") and kind != "?" and not kind.startswith(_NUMERIC):
         raise ConfigError(f"window aggregate {name!r}: {function} needs a numeric column, "
                           f"{column!r} is {kind}")
     return Aggregate(name, function, column)
@@ -199,9 +210,38 @@ def _compile(agg: Aggregate) -> Column:
     return out.alias(agg.name)
 
 
-def window(flow: Flow, size: str, *, slide: str | None = None, key: str | None = None,
+def window(stage: Stage, size: str, *, slide: str | None = None, key: str | None = None,
            aggregate: Mapping[str, str | Sequence[str]] | None = None,
-           watermark: str = "10 seconds", timestamp: str | None = None) -> Flow:
+           watermark: str = "10 seconds", timestamp: str | None = None) -> Stage:
+    """``Stage.window``: the arguments are checked now (durations, aggregate names and
+    functions), the columns when the pipeline compiles (``ConfigError`` either way)."""
+    spec = window_spec(None, size, slide=slide, key=key, aggregate=aggregate,
+                       watermark=watermark, timestamp=timestamp)
+
+    def transform(flow: Flow) -> Flow:
+        return window_flow(flow, size, slide=slide, key=key, aggregate=aggregate,
+                           watermark=watermark, timestamp=timestamp)
+
+    return stage.jvm_step("window", transform, stateful=True, note=spec.describe())
+
+
+def join(stage: Stage, table: Table, *, on: str | Sequence[str], how: str = "inner",
+         fields: str | Sequence[str] | None = None) -> Stage:
+    """``Stage.join``: a stream–table join (``gridstream.pipeline.tables``). Marked
+    stateful: real-time mode refuses it."""
+    from gridstream.pipeline.tables import check_join, join_flow
+
+    note = check_join(table, on=on, how=how, fields=fields)
+
+    def transform(flow: Flow) -> Flow:
+        return join_flow(flow, table, on=on, how=how, fields=fields)  # type: ignore[arg-type]
+
+    return stage.jvm_step("join", transform, stateful=True, note=note)
+
+
+def window_flow(flow: Flow, size: str, *, slide: str | None = None, key: str | None = None,
+                aggregate: Mapping[str, str | Sequence[str]] | None = None,
+                watermark: str = "10 seconds", timestamp: str | None = None) -> Flow:
     """The windowed aggregation of a structured flow (module docstring). ``ConfigError``
     on an unstructured flow, an unknown column or aggregate, a malformed duration."""
     if flow.item != "row" or flow.decode is not None:
@@ -271,7 +311,3 @@ def window_columns(spec: WindowSpec) -> list[str]:
     """The visible output columns, in order."""
     return [*(["key"] if spec.key else []), "window_start", "window_end",
             *(a.name for a in spec.aggregates)]
-
-
-def check_visible(flow: Flow) -> list[str]:
-    return visible(flow.df.columns)

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
     from gridstream.connect.config import GridSettings
 
-__all__ = ["DeltaTable", "DeltaTables", "GridTable", "GridTables", "Table", "join"]
+__all__ = ["DeltaTable", "DeltaTables", "GridTable", "GridTables", "Table", "check_join",
+           "join_flow"]
 
 How = Literal["inner", "left"]
 LOOKUP_CHUNK = 1000
@@ -100,8 +101,32 @@ def _on(on: str | Sequence[str]) -> tuple[str, str]:
     raise ConfigError(f"join on={on!r}: give a column name, or (stream column, table column)")
 
 
-def join(flow: Flow, table: Table, *, on: str | Sequence[str], how: How = "inner",
-         fields: str | Sequence[str] | None = None) -> Flow:
+def check_join(table: Table, *, on: str | Sequence[str], how: str,
+               fields: str | Sequence[str] | None) -> str:
+    """The arguments' checks that need no flow (``ConfigError``); what the join runs."""
+    if how not in ("inner", "left"):
+        raise ConfigError(f"join how={how!r}: 'inner' or 'left'")
+    left, right = _on(on)
+    if isinstance(table, GridTable):
+        if right != left:
+            raise ConfigError("join with a grid map: on= names the flow's column only "
+                              "(the map's key is its key)")
+        if fields is not None and (not isinstance(fields, str) or not fields.strip()):
+            raise ConfigError("join with a grid map: fields= is a Spark DDL string, e.g. "
+                              "'name string, tier int' (or None: the value as JSON)")
+        return (f"{how} join with {table.describe()} on {left}: Python, one get_all per "
+                "Arrow batch on the executors")
+    if isinstance(table, DeltaTable):
+        if fields is not None and (isinstance(fields, str)
+                                   or not all(isinstance(f, str) for f in fields)):
+            raise ConfigError("join with a Delta table: fields= lists the table's column names")
+        return (f"{how} join with {table.describe()} on {left} = {right}: JVM stream-static "
+                "join, the table read again each micro-batch")
+    raise ConfigError(f"join: {table!r} is not a table (GridTables.map, DeltaTables.path)")
+
+
+def join_flow(flow: Flow, table: Table, *, on: str | Sequence[str], how: How = "inner",
+              fields: str | Sequence[str] | None = None) -> Flow:
     """``flow`` joined with ``table`` on the flow's column ``on`` (module docstring).
 
     ``on``: the flow's key column; for a Delta table, ``(flow column, table column)``
@@ -112,22 +137,17 @@ def join(flow: Flow, table: Table, *, on: str | Sequence[str], how: How = "inner
         raise ConfigError("join needs a structured flow (named columns): give the step "
                           "before it a schema, e.g. .map(fn, schema='user string, n long') "
                           f"(this flow's items are {flow.item!r})")
-    if how not in ("inner", "left"):
-        raise ConfigError(f"join how={how!r}: 'inner' or 'left'")
+    note = check_join(table, on=on, how=how, fields=fields)
     left, right = _on(on)
     columns = {f.name: f for f in flow.df.schema.fields if f.name not in HIDDEN}
     if left not in columns:
         raise ConfigError(f"join on: no column {left!r} in the flow (columns: "
                           f"{', '.join(columns) or 'none'})")
     if isinstance(table, GridTable):
-        if right != left:
-            raise ConfigError("join with a grid map: on= names the flow's column only "
-                              "(the map's key is its key)")
-        df, note = _grid_join(flow.df, table, left, how, fields)
-    elif isinstance(table, DeltaTable):
-        df, note = _delta_join(flow.df, table, left, right, how, fields)
+        df = _grid_join(flow.df, table, left, how, fields)
     else:
-        raise ConfigError(f"join: {table!r} is not a table (GridTables.map, DeltaTables.path)")
+        assert isinstance(table, DeltaTable)
+        df = _delta_join(flow.df, table, left, right, how, fields)
     return Flow(df, "row", notes=(*flow.notes, note))
 
 
@@ -143,7 +163,7 @@ def _added_fields(schema: StructType, added: StructType) -> None:
 
 
 def _grid_join(df: DataFrame, table: GridTable, on: str, how: How,
-               fields: str | Sequence[str] | None) -> tuple[DataFrame, str]:
+               fields: str | Sequence[str] | None) -> DataFrame:
     from pyspark.sql.types import StringType, StructField, StructType
 
     key_type = df.schema[on].dataType.simpleString()
@@ -153,18 +173,13 @@ def _grid_join(df: DataFrame, table: GridTable, on: str, how: How,
     if fields is None:
         added = StructType([StructField(table.name, StringType(), True)])
         whole = True
-    elif isinstance(fields, str):
-        added = _ddl(fields)
-        whole = False
     else:
-        raise ConfigError("join with a grid map: fields= is a Spark DDL string, e.g. "
-                          "'name string, tier int' (or None for the whole value as JSON)")
+        added = _ddl(str(fields))
+        whole = False
     _added_fields(df.schema, added)
     out_schema = StructType([*df.schema.fields, *added.fields])
     body = functools.partial(_lookup_partition, table.grid, table.name, on, how, added, whole)
-    note = (f"join {how} {table.describe()} on {on}: Python (mapInArrow, one get_all per "
-            "Arrow batch on the executors)")
-    return df.mapInArrow(body, out_schema), note
+    return df.mapInArrow(body, out_schema)
 
 
 def _ddl(fields: str) -> StructType:
@@ -198,7 +213,7 @@ def _lookup_partition(grid: GridSettings, cache: str, on: str, how: How, added: 
 
 
 def _delta_join(df: DataFrame, table: DeltaTable, left: str, right: str, how: How,
-                fields: str | Sequence[str] | None) -> tuple[DataFrame, str]:
+                fields: str | Sequence[str] | None) -> DataFrame:
     import pyspark.sql.functions as F
 
     try:
@@ -210,8 +225,6 @@ def _delta_join(df: DataFrame, table: DeltaTable, left: str, right: str, how: Ho
                           f"{', '.join(static.columns)})")
     if fields is None:
         names = [c for c in static.columns if c != right]
-    elif isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
-        raise ConfigError("join with a Delta table: fields= lists the table's column names")
     else:
         names = list(fields)
         missing = [n for n in names if n not in static.columns]
@@ -226,7 +239,4 @@ def _delta_join(df: DataFrame, table: DeltaTable, left: str, right: str, how: Ho
     joined = df.join(side, (df[left] == side[key]) & df["_gs_error"].isNull(), "left")
     if how == "inner":
         joined = joined.where(F.col("_gs_error").isNotNull() | F.col(hit).isNotNull())
-    out = joined.select(*df.columns, *names)
-    note = (f"join {how} {table.describe()} on {left} = {right}: JVM (stream-static join, "
-            "the table read again each micro-batch)")
-    return out, note
+    return joined.select(*df.columns, *names)
