@@ -19,9 +19,9 @@ from pyspark.sql.types import (
 
 from gridstream.errors import ConfigError
 from gridstream.grid.contract import Key, Value
+from gridstream.pipeline._lookup import enrich, lookup_all
 from gridstream.pipeline.base import Flow
 from gridstream.pipeline.stateful import late_rows, parse_duration, window_flow, window_spec
-from gridstream.pipeline._lookup import enrich, lookup_all
 from gridstream.pipeline.tables import DeltaTables, GridTables, check_join, join_flow
 
 _TYPES = {"string": StringType(), "long": LongType(), "int": IntegerType(),
