@@ -186,3 +186,41 @@ def test_lookups_go_in_chunks() -> None:
     found = lookup_all(grid, "c", list(range(25)), 4)  # type: ignore[arg-type]
     assert found == {i: {"v": i} for i in range(10)}
     assert [len(c) for c in grid.calls] == [4, 4, 4, 4, 4, 4, 1]
+
+
+def _pipeline(step: str) -> Any:
+    from gridstream.pipeline import KafkaSinks, KafkaSources, Pipeline
+
+    props = {"bootstrap.servers": "127.0.0.1:9092", "value.deserializer": "StringDeserializer"}
+    out = {"bootstrap.servers": "127.0.0.1:9092", "value.serializer": "StringSerializer"}
+    p = Pipeline.create(name="rt")
+    stage = p.read_from(KafkaSources.kafka(props, "in", projection="value")) \
+        .map(lambda v: {"k": v}, schema="k string")
+    if step == "window":
+        stage = stage.window("1 minute", key="k", aggregate={"n": "count"})
+    else:
+        stage = stage.join(DeltaTables.path("/tmp/t"), on="k")
+    stage.map(lambda r: (None, str(r))).write_to(KafkaSinks.kafka(out, "out"))
+    return p
+
+
+@pytest.mark.parametrize("step", ["window", "join"])
+def test_real_time_mode_refuses_windows_and_joins(step: str) -> None:
+    from gridstream.pipeline import Guarantee
+
+    p = _pipeline(step)
+    assert [type(s).__name__ for s in p.steps][1:2] == ["JvmStep"]
+    assert p.steps[1].stateful
+    with pytest.raises(ConfigError, match=f"stateful steps \\({step}#2\\)"):
+        p.job(guarantee=Guarantee.AT_LEAST_ONCE, checkpoint="/tmp/ck", trigger="real_time")
+
+
+def test_a_window_stage_checks_its_arguments_when_added() -> None:
+    from gridstream.pipeline import KafkaSources, Pipeline
+
+    props = {"bootstrap.servers": "127.0.0.1:9092", "value.deserializer": "StringDeserializer"}
+    stage = Pipeline.create().read_from(KafkaSources.kafka(props, "in"))
+    with pytest.raises(ConfigError, match="unknown function 'median'"):
+        stage.window("1 minute", aggregate={"m": ("median", "x")})
+    with pytest.raises(ConfigError, match="how='full'"):
+        stage.join(DeltaTables.path("/t"), on="k", how="full")  # type: ignore[arg-type]
