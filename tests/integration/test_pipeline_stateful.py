@@ -137,10 +137,11 @@ def test_windowed_count_and_sum_are_exact_across_a_restart_and_late_records_coun
              rec(62 * S, "b", 7), rec(66 * S, "a", 1000)]
     produce(kafka_bootstrap, source, first)
     pipeline = _windowed(kafka_bootstrap, source, sink)
-    job = _start(pipeline, spark, checkpoint)
+    # exactly once: the query is stopped wherever it is, a batch cut short is run again
+    job = _start(pipeline, spark, checkpoint, Guarantee.EXACTLY_ONCE)
     try:
         _wait(lambda: _read_offsets(job) == len(first)
-              and sum(_window_rows(kafka_bootstrap, sink).values()) == 4, job)
+              and sum(_window_rows(kafka_bootstrap, sink).values()) >= 4, job)
         reports = _reports(job)
     finally:
         job.close()
@@ -150,9 +151,10 @@ def test_windowed_count_and_sum_are_exact_across_a_restart_and_late_records_coun
     second = [rec(64 * S, "a", 10_000), rec(69_999, "c", 3), rec(5 * S, "a", 99_999),
               rec(11 * S, "b", 99_999), rec(100 * S, "b", 1)]
     produce(kafka_bootstrap, source, second)
-    job = _start(_windowed(kafka_bootstrap, source, sink), spark, checkpoint)
+    job = _start(_windowed(kafka_bootstrap, source, sink), spark, checkpoint,
+                 Guarantee.EXACTLY_ONCE)
     try:
-        _wait(lambda: sum(_window_rows(kafka_bootstrap, sink).values()) == 7, job)
+        _wait(lambda: sum(_window_rows(kafka_bootstrap, sink).values()) >= 7, job)
         time.sleep(3)  # a further batch would show a wrong extra row
         reports += _reports(job)
         got = _window_rows(kafka_bootstrap, sink)
@@ -224,11 +226,11 @@ def _join_run(spark: Any, bootstrap: str, source: str, sink: str, pipeline: Pipe
     before, after = _expected(how)
     job = _start(pipeline, spark, None, Guarantee.NONE)
     try:
-        _wait(lambda: sum(_joined(bootstrap, sink).values()) == sum(before.values()), job)
+        _wait(lambda: sum(_joined(bootstrap, sink).values()) >= sum(before.values()), job)
         assert diff_windows(before, _joined(bootstrap, sink)) == []
         change()  # while the query runs
         produce(bootstrap, source, records(("u1", 4), ("u3", 5), ("u4", 6)))
-        _wait(lambda: sum(_joined(bootstrap, sink).values()) == sum(after.values()), job)
+        _wait(lambda: sum(_joined(bootstrap, sink).values()) >= sum(after.values()), job)
         time.sleep(2)
         assert diff_windows(after, _joined(bootstrap, sink)) == []
     finally:
