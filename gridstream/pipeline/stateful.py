@@ -16,8 +16,10 @@ one row per key and window: ``key, window_start, window_end, <aggregates>``.
   dropped by Spark's state operator. Spark counts them per state row after its partial
   aggregation (``numRowsDroppedByWatermark``); ``late_rows(progress)`` reads that count
   from a batch's progress and the batch report shows it (``late``): never silent.
-- Rows carrying ``_gs_error`` (a row that could not be decoded or mapped) bypass the
-  aggregation unchanged, to the sink's error policy.
+- Rows carrying ``_gs_error`` (a row that could not be decoded or mapped) go through
+  the aggregation as groups of their own (so the query reads its input once) and come
+  out, visible columns null, when their window is emitted, to the sink's error policy
+  (a late one is dropped and counted like any late record).
 
 Output rows keep the hidden columns: ``_gs_ts`` is the window's last instant
 (``window_end`` minus one microsecond, so a following window of the same size puts the
@@ -263,39 +265,37 @@ def compile_window(df: Any, spec: WindowSpec) -> Any:
         df = df.withColumn("_gs_ts", F.timestamp_millis(ts) if spec.timestamp_kind == "millis"
                            else ts.cast("timestamp"))
     df = df.withWatermark("_gs_ts", spec.watermark)
-    # One shuffle that both branches read (Spark reuses the exchange), so the source and
-    # the steps before the window run once per batch, not once per branch. The split's
-    # conditions are made non-deterministic (always true ``rand() >= 0``) only so that
-    # the optimizer cannot push them below the shuffle, which would make the two
-    # branches differ and each read the source.
-    df = df.repartition(F.col(spec.key) if spec.key is not None else F.col("_gs_where"))
-    keep = F.rand() >= 0
-    good = df.where(F.when(keep, F.col("_gs_error").isNull()))
-    bad = df.where(F.when(keep, F.col("_gs_error").isNotNull()))
+    # Error rows (``_gs_error`` set) go through the same aggregation, each its own group
+    # (its ``_gs_where`` in the grouping), so the query reads its input once: a split and
+    # union would read the source, and run the steps before the window, once per branch.
+    # They come out with their window and go on to the sink's error policy.
+    failed = F.col("_gs_error").isNotNull()
     frame = (F.window("_gs_ts", spec.size, spec.slide) if spec.slide
              else F.window("_gs_ts", spec.size))
-    groups = [frame.alias("window")]
+    groups = [frame.alias("window"), F.when(failed, F.col("_gs_where")).alias("_gs_failed")]
     if spec.key is not None:
         groups.append(F.col(spec.key).alias("key"))
-    aggregated = good.groupBy(*groups).agg(*(_compile(a) for a in spec.aggregates))
+    carried = [F.max(c).alias(c) for c in ("_gs_error", "_gs_stage", "_gs_raw_key",
+                                           "_gs_raw_value")]
+    aggregated = df.groupBy(*groups).agg(*(_compile(a) for a in spec.aggregates), *carried)
     names = [a.name for a in spec.aggregates]
     keys = ["key"] if spec.key is not None else []
+    error = F.col("_gs_failed").isNotNull()
     where = F.concat(F.lit("window ["), F.col("window.start").cast("string"), F.lit(", "),
                      F.col("window.end").cast("string"), F.lit(")"),
                      *([F.lit(" key "), F.col("key").cast("string")] if keys else []))
-    out = aggregated.select(
-        *keys, F.col("window.start").alias("window_start"),
-        F.col("window.end").alias("window_end"), *names,
-        F.window_time("window").alias("_gs_ts"), where.alias("_gs_where"),
-        *(F.lit(None).cast(t).alias(c) for c, t in (
-            ("_gs_error", "string"), ("_gs_stage", "string"),
-            ("_gs_raw_key", "binary"), ("_gs_raw_value", "binary"))),
+
+    def good(column: Column, name: str) -> Column:
+        return F.when(~error, column).alias(name)  # visible columns: null on error rows
+
+    return aggregated.select(
+        *(good(F.col(k), k) for k in keys),
+        good(F.col("window.start"), "window_start"), good(F.col("window.end"), "window_end"),
+        *(good(F.col(n), n) for n in names),
+        F.window_time("window").alias("_gs_ts"),
+        F.when(error, F.col("_gs_failed")).otherwise(where).alias("_gs_where"),
+        "_gs_error", "_gs_stage", "_gs_raw_key", "_gs_raw_value",
     )
-    # error rows go on to the sink's error policy (their visible columns are null)
-    errors = bad.select(*(F.lit(None).cast(f.dataType).alias(f.name)
-                          for f in out.schema.fields if f.name not in HIDDEN),
-                        *(F.col(c) for c in HIDDEN))
-    return out.unionByName(errors)
 
 
 def late_rows(progress: Mapping[str, Any] | None) -> int:
