@@ -4,8 +4,10 @@ Structured Streaming query per pipeline (``docs/pipeline-api.md``)."""
 
 from gridstream.pipeline.api import KafkaRecord, Pipeline, Stage, entry
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink, Source
+from gridstream.pipeline.console import Sinks
 from gridstream.pipeline.kafka import KafkaSinks, KafkaSources
 from gridstream.pipeline.tables import DeltaTables, GridTables
 
 __all__ = ["DeltaTables", "Flow", "GridTables", "Guarantee", "KafkaRecord", "KafkaSinks",
-           "KafkaSources", "Pipeline", "RunContext", "Sink", "Source", "Stage", "entry"]
+           "KafkaSources", "Pipeline", "RunContext", "Sink", "Sinks", "Source", "Stage",
+           "entry"]

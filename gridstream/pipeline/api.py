@@ -159,7 +159,7 @@ class Stage:
         return stateful.window(self, size, slide=slide, key=key, aggregate=aggregate,
                                watermark=watermark, timestamp=timestamp)
 
-    def join(self, table: Table, *, on: str | Sequence[str],
+    def join(self, table: Table | Mapping[str, Any], *, on: str | Sequence[str],
              how: Literal["inner", "left"] = "inner",
              fields: str | Sequence[str] | None = None) -> Stage:
         """A stream–table join with ``GridTables.map(...)`` or ``DeltaTables.path(...)``

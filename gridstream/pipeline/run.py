@@ -9,11 +9,12 @@ read, rows written, error rows (observed in the JVM at the sink).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -200,9 +201,10 @@ class PipelineJob:
             self._temporary = checkpoint = tempfile.mkdtemp(prefix=f"gs-{self.name}-")
         context = self.context(checkpoint)
         try:
-            flow = self.source.flow(spark, context)
-            self._compiled = compile_chain(flow, self.steps, self.sink, context)
-            self._query = self.sink.start(self._compiled.flow, context, self._on_batch)
+            with _v2_kafka_reader(spark, is_real_time(self.options.trigger)):
+                flow = self.source.flow(spark, context)
+                self._compiled = compile_chain(flow, self.steps, self.sink, context)
+                self._query = self.sink.start(self._compiled.flow, context, self._on_batch)
         except GridstreamError as exc:
             self._failure = exc
             raise
@@ -219,11 +221,11 @@ class PipelineJob:
         if self._query is None:
             return
         for progress in self._query.recentProgress:
-            data = json.loads(progress.json)
-            batch = int(data.get("batchId", -1))
+            batch = int(progress.get("batchId", -1))
             if batch <= self._last_batch:
                 continue
             self._last_batch = batch
+            data = json.loads(progress.json)
             rows_in = int(data.get("numInputRows") or 0)
             metrics = (data.get("observedMetrics") or {}).get(OBSERVED) or {}
             if rows_in == 0 and not metrics:
@@ -262,6 +264,28 @@ class PipelineJob:
             if self._temporary is not None:
                 shutil.rmtree(self._temporary, ignore_errors=True)
                 self._temporary = None
+
+
+_V1_READERS = "spark.sql.streaming.disabledV2MicroBatchReaders"
+
+
+@contextlib.contextmanager
+def _v2_kafka_reader(spark: SparkSession, real_time: bool) -> Iterator[None]:
+    """Real-time mode reads Kafka only through the V2 reader, which gridstream's
+    sessions disable for micro-batches (``gridstream.spark.session``): while a real-time
+    query starts (its session clones the configuration then), the V2 reader is on."""
+    if not real_time:
+        yield
+        return
+    before = spark.conf.get(_V1_READERS, None)
+    spark.conf.set(_V1_READERS, "")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(_V1_READERS)
+        else:
+            spark.conf.set(_V1_READERS, before)
 
 
 def _static_plan(job: PipelineJob) -> list[str]:

@@ -227,12 +227,13 @@ def window(stage: Stage, size: str, *, slide: str | None = None, key: str | None
     return stage.jvm_step("window", transform, stateful=True, note=spec.describe())
 
 
-def join(stage: Stage, table: Table, *, on: str | Sequence[str], how: str = "inner",
-         fields: str | Sequence[str] | None = None) -> Stage:
-    """``Stage.join``: a stream–table join (``gridstream.pipeline.tables``). Marked
-    stateful: real-time mode refuses it."""
-    from gridstream.pipeline.tables import check_join, join_flow
+def join(stage: Stage, table: Table | Mapping[str, Any], *, on: str | Sequence[str],
+         how: str = "inner", fields: str | Sequence[str] | None = None) -> Stage:
+    """``Stage.join``: a stream–table join (``gridstream.pipeline.tables``; ``table`` may
+    be a run file's table description). Marked stateful: real-time mode refuses it."""
+    from gridstream.pipeline.tables import check_join, join_flow, table_from
 
+    table = table_from(table)
     note = check_join(table, on=on, how=how, fields=fields)
 
     def transform(flow: Flow) -> Flow:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from gridstream.connect.config import GridSettings
 
 __all__ = ["DeltaTable", "DeltaTables", "GridTable", "GridTables", "Table", "check_join",
-           "join_flow"]
+           "join_flow", "table_from"]
 
 How = Literal["inner", "left"]
 LOOKUP_CHUNK = 1000
@@ -91,6 +91,27 @@ class DeltaTables:
         if not isinstance(path, str) or not path:
             raise ConfigError("DeltaTables.path: the path must be a non-empty string")
         return DeltaTable(path)
+
+
+def table_from(spec: Table | Mapping[str, Any]) -> Table:
+    """A table, or its description in a run file: ``{kind = "delta", path = "..."}`` or
+    ``{kind = "grid", grid = {kind = "hazelcast", ...}, name = "users"}``."""
+    if isinstance(spec, Table):
+        return spec
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"join: {spec!r} is not a table (GridTables.map, DeltaTables.path)")
+    kinds: dict[str, set[str]] = {"delta": {"kind", "path"}, "grid": {"kind", "grid", "name"}}
+    kind = spec.get("kind")
+    if kind not in kinds:
+        raise ConfigError(f"join table kind {kind!r}: 'delta' or 'grid'")
+    unknown = sorted(set(spec) - kinds[kind])
+    missing = sorted(kinds[kind] - set(spec))
+    if unknown or missing:
+        raise ConfigError(f"join table ({kind}): unknown key(s) {unknown}, missing {missing}"
+                          if unknown else f"join table ({kind}): missing {missing}")
+    if kind == "delta":
+        return DeltaTables.path(spec["path"])
+    return GridTables.map(spec["grid"], spec["name"])
 
 
 def _on(on: str | Sequence[str]) -> tuple[str, str]:

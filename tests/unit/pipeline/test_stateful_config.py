@@ -4,6 +4,7 @@ Arrow batch is enriched exactly (inner, left, error rows, values that do not fit
 from __future__ import annotations
 
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -224,3 +225,61 @@ def test_a_window_stage_checks_its_arguments_when_added() -> None:
         stage.window("1 minute", aggregate={"m": ("median", "x")})
     with pytest.raises(ConfigError, match="how='full'"):
         stage.join(DeltaTables.path("/t"), on="k", how="full")  # type: ignore[arg-type]
+
+
+RUN_FILE = """
+[run]
+allowed_modules = ["tests.unit.pipeline.steps"]
+
+[[pipeline]]
+name = "windows"
+guarantee = "AT_LEAST_ONCE"
+checkpoint = "/tmp/ck-windows"
+[pipeline.source]
+kind = "kafka"
+topics = ["in"]
+properties = { "value.deserializer" = "StringDeserializer" }
+[[pipeline.steps]]
+map = "tests.unit.pipeline.steps:upper"
+schema = "user string, n long"
+[[pipeline.steps]]
+join = { table = { kind = "delta", path = "/tmp/users" }, on = ["user", "id"], how = "left" }
+[[pipeline.steps]]
+window = { size = "1 minute", key = "user", aggregate = { n = "count", total = ["sum", "n"] } }
+[pipeline.sink]
+kind = "kafka"
+topic = "out"
+properties = { "value.serializer" = "StringSerializer" }
+"""
+
+
+def test_run_files_declare_windows_and_joins(tmp_path: Path) -> None:
+    from gridstream.pipeline_config import build_api_jobs, load_config
+
+    path = tmp_path / "run.toml"
+    path.write_text(RUN_FILE)
+    (job,) = build_api_jobs(load_config(path))
+    assert [s.label for s in job.steps] == ["map#1", "join#2", "window#3"]
+    assert "left join with Delta table /tmp/users on user = id" in job.steps[1].note
+    assert "total=sum(n)" in job.steps[2].note
+    path.write_text(RUN_FILE.replace('how = "left"', 'how = "left", size = 3'))
+    with pytest.raises(ConfigError, match="steps.1.join: .*unexpected keyword argument 'size'"):
+        build_api_jobs(load_config(path))
+    path.write_text(RUN_FILE.replace('kind = "delta", path', 'kind = "delta", paht'))
+    with pytest.raises(ConfigError, match=r"join table \(delta\): unknown key\(s\) \['paht'\]"):
+        build_api_jobs(load_config(path))
+    path.write_text(RUN_FILE.replace('["sum", "n"]', '["median", "n"]'))
+    with pytest.raises(ConfigError, match="unknown function 'median'"):
+        build_api_jobs(load_config(path))
+
+
+def test_tables_from_their_description() -> None:
+    from gridstream.pipeline.tables import DeltaTable, GridTable, table_from
+
+    assert table_from({"kind": "delta", "path": "/t"}) == DeltaTable("/t")
+    grid = table_from({"kind": "grid", "grid": GRID, "name": "users"})
+    assert isinstance(grid, GridTable) and grid.name == "users"
+    with pytest.raises(ConfigError, match="'delta' or 'grid'"):
+        table_from({"kind": "redis"})
+    with pytest.raises(ConfigError, match=r"missing \['name'\]"):
+        table_from({"kind": "grid", "grid": GRID})
