@@ -91,9 +91,13 @@ def main() -> None:
             producer.produce(source, orjson.dumps({"service": "svc-0", "bytes": 5}),
                              timestamp=late_at)
             producer.flush(30)
-            time.sleep(5)
-            while job.reports:
-                print(job.reports.popleft().line())
+            late, deadline = 0, time.monotonic() + 120
+            while late == 0 and time.monotonic() < deadline and query.isActive:
+                time.sleep(1)
+                while job.reports:
+                    report = job.reports.popleft()
+                    late += report.extra.get("late", 0)
+                    print(report.line())
         finally:
             job.close()
     for key, value in lines:

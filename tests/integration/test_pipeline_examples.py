@@ -31,3 +31,12 @@ def test_pipeline_logs_writes_the_entries_exactly_once(kafka_service: Any) -> No
         ("pipeline", "starting", "  "))]
     assert sorted(lines[-3:]) == ["api: ERROR: upstream timeout", "api: INFO: started",
                                   "db: WARN: slow query 1.2s"], out
+
+
+def test_pipeline_window_writes_every_window_once_and_counts_the_late_record(
+        kafka_service: Any) -> None:
+    out = _run("pipeline_window.py")
+    assert "18 windows (18 expected)" in out, out
+    # svc-0's first window: requests 0, 3, ..., 39 (bytes 100 + i)
+    assert "svc-0: 22:13:20-22:13:30 14 requests, 1673 bytes, largest 139" in out, out
+    assert "late 1" in out, out
