@@ -306,9 +306,3 @@ def late_rows(progress: Mapping[str, Any] | None) -> int:
         return 0
     return sum(int(op.get("numRowsDroppedByWatermark") or 0)
                for op in progress.get("stateOperators") or ())
-
-
-def window_columns(spec: WindowSpec) -> list[str]:
-    """The visible output columns, in order."""
-    return [*(["key"] if spec.key else []), "window_start", "window_end",
-            *(a.name for a in spec.aggregates)]
