@@ -16,7 +16,7 @@ cluster) raises ``PositionLostError`` when read from; it is never skipped silent
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar, Literal, Self
@@ -202,6 +202,20 @@ class GridAdapter(ABC):
     @abstractmethod
     def snapshot(self, cache: str, batch_size: int) -> Iterator[list[Entry]]:
         """Every entry of ``cache`` now, in batches of at most ``batch_size``."""
+
+    def get_all(self, cache: str, keys: Collection[Key]) -> dict[Key, Value]:
+        """The current values of those of ``keys`` that ``cache`` holds (a key it does
+        not hold, or a cache that does not exist, is left out). Lookups of a stream–table
+        join. This default scans a snapshot; adapters with point reads override it."""
+        wanted = {(type(k), k) for k in keys}
+        found: dict[Key, Value] = {}
+        if not wanted or cache not in self.list_caches():
+            return found
+        for batch in self.snapshot(cache, 1000):
+            for entry in batch:
+                if (type(entry.key), entry.key) in wanted:
+                    found[entry.key] = entry.value
+        return found
 
     @abstractmethod
     def end_position(self, cache: str) -> Position:

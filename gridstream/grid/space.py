@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -51,7 +51,9 @@ from gridstream.grid.contract import (
     ChangeBatch,
     Entry,
     GridAdapter,
+    Key,
     Position,
+    Value,
     Write,
 )
 from gridstream.space import EmbeddedLogReader, Space, open_log_reader
@@ -119,6 +121,7 @@ class SpaceAdapter(GridAdapter):
         self._owned = False
         self._reader: EmbeddedLogReader | None = None
         self._streams: dict[str, TypeState] = {}
+        self._lookups: dict[str, TypeState] = {}
         self._watchers: list[Callable[[], None]] = []
         self._registered: set[str] = set()
 
@@ -152,6 +155,7 @@ class SpaceAdapter(GridAdapter):
         reader, self._reader = self._reader, None
         space, self._space = self._space, None
         self._streams.clear()
+        self._lookups.clear()
         watchers, self._watchers = self._watchers, []
         for stop in watchers:
             stop()
@@ -250,6 +254,30 @@ class SpaceAdapter(GridAdapter):
                 batch = []
         if batch:
             yield batch
+
+    def get_all(self, cache: str, keys: Collection[Key]) -> dict[Key, Value]:
+        """The entries at the log's end now. The cache's state is built once (as a
+        snapshot is) and rolled forward along the log on each later call."""
+        reader = self._log()
+        state = self._lookups.pop(cache, None)
+        if state is not None:
+            try:
+                end = reader.end_seq()
+                if end < state.next_seq:
+                    state = None
+                else:
+                    roll(reader, state, end, self._declared(cache))
+            except (OperationLogError, GridError):
+                state = None  # retention passed the state kept: build it again
+        if state is None or not state.complete:
+            state = self._guard(cache, lambda: self._state_now(reader, cache))
+        self._lookups[cache] = state
+        found: dict[Key, Value] = {}
+        for key in keys:
+            entity = state.known.get(key)
+            if entity is not None and not entity.deleted:
+                found[key] = _value(entity.data)
+        return found
 
     def _state_now(self, reader: EmbeddedLogReader, cache: str) -> TypeState:
         for _ in range(3):

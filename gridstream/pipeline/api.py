@@ -9,13 +9,13 @@ transform, stateful=...)`` appends a ``JvmStep`` whose ``transform`` maps the in
 ``Flow`` to the outgoing one (a structured flow: ``Flow.item == "row"``, hidden columns
 kept). ``stateful=True`` makes real-time mode refuse the pipeline. ``Stage.window`` and
 ``Stage.join`` call ``gridstream.pipeline.stateful.window(stage, ...)`` / ``join(stage,
-...)``, which build their ``JvmStep`` through this hook.
+...)``, which build their ``JvmStep`` through this hook (both stateful).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -24,6 +24,7 @@ from gridstream.pipeline.base import Flow, Guarantee, Sink, Source
 
 if TYPE_CHECKING:
     from gridstream.pipeline.run import PipelineJob
+    from gridstream.pipeline.tables import Table
 
 __all__ = ["BatchStep", "ItemStep", "JvmStep", "KafkaRecord", "Pipeline", "Stage", "Step",
            "entry"]
@@ -147,17 +148,25 @@ class Stage:
         and returns the flow after it."""
         return self._add(JvmStep(f"{label}#{self._index + 1}", transform, stateful, note))
 
-    def window(self, *args: Any, **kwargs: Any) -> Stage:
-        """Keyed windowed aggregation in the JVM (``gridstream.pipeline.stateful``)."""
-        from gridstream.pipeline import stateful  # type: ignore[attr-defined]
+    def window(self, size: str, *, slide: str | None = None, key: str | None = None,
+               aggregate: Mapping[str, str | Sequence[str]] | None = None,
+               watermark: str = "10 seconds", timestamp: str | None = None) -> Stage:
+        """Keyed windowed aggregation on event time, in the JVM: rows ``key,
+        window_start, window_end, <aggregates>``, each emitted once the watermark passes
+        its window's end (``gridstream.pipeline.stateful``)."""
+        from gridstream.pipeline import stateful
 
-        return stateful.window(self, *args, **kwargs)  # type: ignore[no-any-return]
+        return stateful.window(self, size, slide=slide, key=key, aggregate=aggregate,
+                               watermark=watermark, timestamp=timestamp)
 
-    def join(self, *args: Any, **kwargs: Any) -> Stage:
-        """A stream–table join (``gridstream.pipeline.stateful``)."""
-        from gridstream.pipeline import stateful  # type: ignore[attr-defined]
+    def join(self, table: Table | Mapping[str, Any], *, on: str | Sequence[str],
+             how: Literal["inner", "left"] = "inner",
+             fields: str | Sequence[str] | None = None) -> Stage:
+        """A stream–table join with ``GridTables.map(...)`` or ``DeltaTables.path(...)``
+        (``gridstream.pipeline.tables``)."""
+        from gridstream.pipeline import stateful
 
-        return stateful.join(self, *args, **kwargs)  # type: ignore[no-any-return]
+        return stateful.join(self, table, on=on, how=how, fields=fields)
 
     def write_to(self, sink: Sink) -> Pipeline:
         """End the chain with ``sink``."""

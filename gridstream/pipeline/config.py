@@ -196,7 +196,10 @@ def build_job(config: ApiPipelineConfig, index: int, where: str, kafka: Any,
             kind, value = step.which()
             option = f"steps.{number}.{kind}"
             if kind in ("window", "join"):
-                stage = getattr(stage, kind)(**value)
+                try:
+                    stage = getattr(stage, kind)(**value)
+                except TypeError as exc:  # an unknown or missing option of the step
+                    raise ConfigError(f"{option}: {exc}") from exc
             elif kind == "map_batch":
                 stage = stage.map_batch(load(value, option), step.schema_, step.kind)
             elif kind == "filter":

@@ -23,6 +23,7 @@ from gridstream.pipeline.api import BatchStep, ItemStep, JvmStep, Pipeline
 from gridstream.pipeline.base import Guarantee, RunContext
 from gridstream.pipeline.compile import Compiled, compile_chain, plan
 from gridstream.pipeline.errors import ERRORS
+from gridstream.pipeline.stateful import late_rows
 from gridstream.pipeline.streaming import OBSERVED, is_real_time, trigger_options
 
 if TYPE_CHECKING:
@@ -129,6 +130,8 @@ class PipelineJob:
         self._compiled: Compiled | None = None
         self._temporary: str | None = None
         self._last_batch = -1
+        self._windows = any(isinstance(s, JvmStep) and s.label.startswith("window#")
+                            for s in self.steps)
 
     @property
     def name(self) -> str:
@@ -244,9 +247,12 @@ class PipelineJob:
             errors = int(metrics.get("errors") or 0)
             rows = int(metrics.get("rows") or 0)
             seconds = float((data.get("durationMs") or {}).get("triggerExecution", 0)) / 1000
+            extra = dict(self.batches.get(batch, {}))
+            if self._windows:
+                extra["late"] = late_rows(data)  # dropped by the watermark: never silent
             self.reports.append(PipelineReport(
                 self.name, batch, rows_in, rows - errors, errors, seconds,
-                self.options.errors, self.batches.get(batch, {})))
+                self.options.errors, extra))
             self._commit_group(data)
 
     def _commit_group(self, progress: dict[str, Any]) -> None:

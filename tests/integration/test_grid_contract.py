@@ -327,3 +327,23 @@ def test_without_overwrite_an_entry_held_is_never_changed_nor_removed(
         adapter.apply(cache, [Write(8, None, version=v(22))])  # overwrite (the default)
         del expected[8]
         assert snapshot_of(adapter, cache) == expected
+
+
+def test_get_all_reads_the_current_values_of_the_keys_held(
+        driver: GridDriver, adapter: GridAdapter, adapter_factory: AdapterFactory) -> None:
+    cache = driver.new_cache()
+    assert adapter.get_all(cache, ["a", 1]) == {}  # no such cache yet
+    for key, n in (("a", 1), ("b", 2), (7, 3)):
+        driver.put(cache, key, value(key, n))
+    assert adapter.get_all(cache, ["a", 7, "missing", "7"]) == {"a": value("a", 1),
+                                                                 7: value(7, 3)}
+    assert adapter.get_all(cache, []) == {}
+    driver.put(cache, "a", value("a", 10))
+    driver.remove(cache, "b")
+    driver.put(cache, "c", value("c", 4))
+    # the same adapter sees every change made since its last call
+    assert adapter.get_all(cache, ["a", "b", "c"]) == {"a": value("a", 10),
+                                                       "c": value("c", 4)}
+    with adapter_factory() as other:  # and a new one (another task) too
+        assert other.get_all(cache, ["a", "b", "c", 7]) == {
+            "a": value("a", 10), "c": value("c", 4), 7: value(7, 3)}

@@ -39,3 +39,12 @@ def test_pipeline_kafka_to_hazelcast_fills_the_map_as_expected(
     last = out.strip().splitlines()[-1]
     assert last.startswith("map 'orders-") and last.endswith(" 0 differ"), out
     assert "EXACTLY_ONCE" in out, out
+
+
+def test_pipeline_window_writes_every_window_once_and_counts_the_late_record(
+        kafka_service: Any) -> None:
+    out = _run("pipeline_window.py")
+    assert "18 windows (18 expected)" in out, out
+    # svc-0's first window: requests 0, 3, ..., 39 (bytes 100 + i)
+    assert "svc-0: 22:13:20-22:13:30 14 requests, 1673 bytes, largest 139" in out, out
+    assert "late 1" in out, out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -198,6 +198,18 @@ class HazelcastAdapter(GridAdapter):
             ]
             if batch:
                 yield batch
+
+    def get_all(self, cache: str, keys: Collection[Key]) -> dict[Key, Value]:
+        """One ``getAll`` of the map (a missing map holds nothing)."""
+        wanted = list(dict.fromkeys(_check_key(cache, k) for k in keys))
+        if not wanted:
+            return {}
+        try:
+            found = self._map(cache).get_all(wanted).result()
+        except HazelcastError as exc:
+            raise GridError(f"cache {cache!r}: cannot read entries: {_journal.brief(exc)}") \
+                from exc
+        return {_key(cache, k): _value(cache, v) for k, v in found.items()}
 
     # -- positions and changes ----------------------------------------------------------
 
