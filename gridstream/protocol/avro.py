@@ -306,6 +306,16 @@ class AvroCodec(Codec):
         return out.getvalue()
 
     def decode(self, payload: bytes, types: Mapping[str, TypeDescriptor]) -> Envelope:
+        return self._decode(payload, types, restored=True)
+
+    def decode_wire(self, payload: bytes, types: Mapping[str, TypeDescriptor]) -> Envelope:
+        """As ``decode``, but ``data`` keeps the values as Avro gives them (the JSON-text
+        kinds parsed back, nothing else restored): what the JSON codec writes again as
+        the mirror's JSON would carry them (``types`` only resolve local ids)."""
+        return self._decode(payload, types, restored=False)
+
+    def _decode(self, payload: bytes, types: Mapping[str, TypeDescriptor], *,
+                restored: bool) -> Envelope:
         if len(payload) < _HEADER.size or payload[0] != MAGIC:
             raise CodecError("not a Confluent-framed Avro record (magic byte 0 expected)")
         _, schema_id = _HEADER.unpack_from(payload)
@@ -315,7 +325,7 @@ class AvroCodec(Codec):
                                                       parsed, None)
         except (ValueError, TypeError, EOFError, IndexError, UnicodeDecodeError) as exc:
             raise CodecError(f"avro body does not match schema {schema_id}: {exc}") from exc
-        return _envelope(record, specs)
+        return _envelope(record, specs, restored=restored)
 
     def _reader(self, schema_id: int, types: Mapping[str, TypeDescriptor]
                 ) -> tuple[Any, tuple[PropertySpec, ...]]:
@@ -335,11 +345,16 @@ class AvroCodec(Codec):
         return reader
 
 
-def _envelope(record: dict[str, Any], specs: tuple[PropertySpec, ...]) -> Envelope:
-    present = record.pop("present")
-    extra = record.pop("extra")
-    if record["data"] is not None:
-        record["data"] = restore(_join(record["data"], extra, present, specs), specs)
+def _envelope(record: dict[str, Any], specs: tuple[PropertySpec, ...], *,
+              restored: bool = True) -> Envelope:
+    try:
+        present = record.pop("present")
+        extra = record.pop("extra")
+        if record["data"] is not None:
+            data = _join(record["data"], extra, present, specs)
+            record["data"] = restore(data, specs) if restored else data
+    except (KeyError, TypeError, ValueError) as exc:  # orjson's decode error is a ValueError
+        raise CodecError(f"avro record is not a gridstream envelope: {exc!r}") from exc
     return Envelope.from_wire(record)
 
 
