@@ -5,6 +5,7 @@ Structured Streaming query per pipeline (``docs/pipeline-api.md``)."""
 from gridstream.pipeline.api import KafkaRecord, Pipeline, Stage, entry
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink, Source
 from gridstream.pipeline.kafka import KafkaSinks, KafkaSources
+from gridstream.pipeline.stores import StoreSinks
 
 __all__ = ["Flow", "Guarantee", "KafkaRecord", "KafkaSinks", "KafkaSources", "Pipeline",
-           "RunContext", "Sink", "Source", "Stage", "entry"]
+           "RunContext", "Sink", "Source", "Stage", "StoreSinks", "entry"]
