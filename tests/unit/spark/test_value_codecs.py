@@ -114,3 +114,20 @@ def test_the_registry_options_need_the_avro_codec() -> None:
     assert "s3cret" not in repr(config) and "pw-2" not in repr(config)
     with pytest.raises(ConfigError, match="only msgpack and avro"):
         Transcoder("json")
+
+
+def test_a_toml_pipeline_reads_the_codec_and_the_registry(tmp_path: Any) -> None:
+    from gridstream.pipeline_config import build_pipelines, load_config
+
+    path = tmp_path / "p.toml"
+    path.write_text('[[pipeline]]\nname = "p"\ntopics = ["people"]\ncodec = "avro"\n'
+                    '"schema.registry.url" = "http://127.0.0.1:1/apis/ccompat/v7"\n'
+                    '"basic.auth.user.info" = "user:s3cret"\ncheckpoint = "/tmp/c"\n'
+                    'sink = { kind = "sql", url = "sqlite:///people.db" }\n')
+    [pipeline] = build_pipelines(load_config(path))
+    assert pipeline.transcoder is not None and pipeline.transcoder.codec == "avro"
+    assert "avro values (registry http://127.0.0.1:1/apis/ccompat/v7)" in pipeline.describe()
+    assert "s3cret" not in pipeline.describe()
+    path.write_text(path.read_text().replace('codec = "avro"', 'codec = "msgpack"'))
+    with pytest.raises(ConfigError, match="only used with codec 'avro'"):
+        load_config(path)
