@@ -145,3 +145,31 @@ def test_an_incompatible_schema_follows_the_mirrors_policy(
     [letter] = _read(kafka_bootstrap, f"{topic}-dlq", 1)
     headers = {k: v for k, v in letter.headers()}
     assert b"incompatible" in b"".join(v for v in headers.values() if v)
+
+
+def test_an_unreachable_registry_fails_the_batch_as_retriable(
+        kafka_bootstrap: str, topic_factory: MakeTopic) -> None:
+    from gridstream.errors import EndpointError
+    from gridstream.mirror.policy import UndeliverableError
+
+    topic = topic_factory(1)
+    account = _type(topic, uuid.uuid4().hex[:8])
+    log = InMemoryLog([account])
+    bulk = log.append([Operation(OpType.WRITE, account.name, "a-1", 0, _entry(1), 0, 0)])
+    codec = AvroCodec(schema_registry_url="http://user:pw-5@127.0.0.1:9/apis/ccompat/v7",
+                      subject_strategy="topic")
+    for exactly_once in (True, False):
+        endpoint = KafkaSyncEndpoint(kafka_bootstrap, codec=codec, exactly_once=exactly_once)
+        endpoint.open(f"it-{uuid.uuid4().hex[:8]}")
+        try:
+            with pytest.raises(EndpointError, match="127.0.0.1:9/apis") as caught:
+                endpoint.write_batch([bulk], log.types())
+        finally:
+            endpoint.close()
+        assert not isinstance(caught.value, UndeliverableError)
+        assert getattr(caught.value, "retriable", True) and "pw-5" not in str(caught.value)
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": uuid.uuid4().hex,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    assert [m for m in consumer.consume(10, timeout=3) if m.error() is None] == []
+    consumer.close()
