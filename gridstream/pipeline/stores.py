@@ -105,9 +105,16 @@ class StoreSink(Sink):
         return state
 
     def describe(self) -> str:
-        sink = self._sink or create_sink(self.config, self.types)
+        if self._sink is not None:
+            what = self._sink.describe()
+        else:
+            sink = create_sink(self.config, self.types)
+            try:
+                what = sink.describe()
+            finally:
+                sink.close()
         codec = f", {self._transcoder.describe()}" if self._transcoder is not None else ""
-        return f"store {sink.describe()} (the mirror's change rows{codec})"
+        return f"store {what} (the mirror's change rows{codec})"
 
     def columns(self) -> str:
         return OPERATION_DDL
