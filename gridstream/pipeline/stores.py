@@ -139,6 +139,33 @@ class StoreSink(Sink):
                              f"{type(item).__name__}")
         return _row(item)
 
+    def jvm_encode(self, flow: Flow) -> DataFrame | None:
+        """Record values that are the mirror's JSON envelopes, decoded and checked in the
+        JVM (the store pipelines' ``decode_envelopes``: no Python pass); None for any
+        other flow. An invalid envelope becomes an error row (stage ``encode``)."""
+        from pyspark.sql.types import BinaryType
+
+        from gridstream.pipeline.base import HIDDEN
+        from gridstream.spark.envelope import decode_envelopes
+
+        df = flow.df
+        if (self.codec != "json" or flow.item not in ("entry", "value")
+                or "value" not in df.columns
+                or not isinstance(df.schema["value"].dataType, BinaryType)):
+            return None
+        staged = df.selectExpr(
+            "CAST(NULL AS STRING) AS topic", "CAST(NULL AS INT) AS `partition`",
+            "CAST(NULL AS BIGINT) AS offset", "CAST(NULL AS BINARY) AS key", "value",
+            *(f"`{name}`" for name in HIDDEN))
+        decoded = decode_envelopes(staged, carry=HIDDEN)
+        names = [c.split(" ")[0] for c in OPERATION_DDL.split(", ")]
+        failed = "`_gs_error` IS NULL AND error IS NOT NULL"
+        return decoded.selectExpr(
+            *names,
+            "coalesce(`_gs_error`, error) AS `_gs_error`",
+            f"CASE WHEN {failed} THEN 'encode' ELSE `_gs_stage` END AS `_gs_stage`",
+            *(f"`{name}`" for name in HIDDEN if name not in ("_gs_error", "_gs_stage")))
+
     def _decode(self, value: bytes) -> Any:
         text = value if self._transcoder is None else self._transcoder.json_of(value)
         try:

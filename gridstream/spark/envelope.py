@@ -125,13 +125,14 @@ def _error(has_headers: bool, codec: str = "json", codec_error: str | None = Non
 
 
 def decode_envelopes(records: DataFrame, *, codec: str = "json", text: str = "value",
-                     codec_error: str | None = None) -> DataFrame:
+                     codec_error: str | None = None,
+                     carry: tuple[str, ...] = ()) -> DataFrame:
     """Kafka source rows → source columns + decoded operation columns + ``error``.
 
     ``text`` is the column holding the envelope's JSON (the record's ``value``, or what a
     MessagePack or Avro value was transcoded to: ``gridstream.spark.value_codecs``, whose
     failures ``codec_error`` holds); ``codec`` the codec the records' ``gs.codec``
-    header must name.
+    header must name; ``carry``: more columns of ``records`` kept as they are.
 
     ``records`` has the Kafka source's columns (``headers`` optional). Valid rows have a
     null ``error``; a malformed row keeps its raw key, value and headers. Filter on
@@ -168,4 +169,5 @@ def decode_envelopes(records: DataFrame, *, codec: str = "json", text: str = "va
         f"{_field('data')} AS data",
         f"coalesce({_field('removed')}, CAST(array() AS ARRAY<STRING>)) AS removed",
         f"{_error(has_headers, codec, codec_error)} AS error",
+        *(f"`{name}`" for name in carry),
     )
