@@ -4,8 +4,9 @@ Structured Streaming query per pipeline (``docs/pipeline-api.md``)."""
 
 from gridstream.pipeline.api import KafkaRecord, Pipeline, Stage, entry
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink, Source
+from gridstream.pipeline.console import Sinks
 from gridstream.pipeline.kafka import KafkaSinks, KafkaSources
 from gridstream.pipeline.stores import StoreSinks
 
 __all__ = ["Flow", "Guarantee", "KafkaRecord", "KafkaSinks", "KafkaSources", "Pipeline",
-           "RunContext", "Sink", "Source", "Stage", "StoreSinks", "entry"]
+           "RunContext", "Sink", "Sinks", "Source", "Stage", "StoreSinks", "entry"]

@@ -109,55 +109,47 @@ class KafkaSource(Source):
         start = None
         if context.guarantee == Guarantee.NONE and self.group_commit:
             start = starting_offsets(self, context)
+        from gridstream.pipeline.serde import decode_columns
+
         raw = spark.readStream.format("kafka").options(**self.options(context, start)).load()
-        hidden = [F.col("timestamp").alias("_gs_ts"),
-                  F.concat(F.col("topic"), F.lit("["), F.col("partition").cast("string"),
-                           F.lit("]@"), F.col("offset").cast("string")).alias("_gs_where"),
-                  F.col("key").alias("_gs_raw_key"), F.col("value").alias("_gs_raw_value")]
-        key_jvm, value_jvm = self.key_de.jvm(F.col("key")), self.value_de.jvm(F.col("value"))
         meta = ["topic", "partition", "offset", "timestamp"]
         if self.projection == "record":
             meta.append("headers")
-        if key_jvm is None or value_jvm is None:
-            # a deserializer with no JVM form: decode in Python, at the head of the pass
-            columns = ["key", "value", *meta]
-            df = raw.select(*columns, *hidden)
-            return Flow(df, self.projection, _PythonDecode(self.key_de, self.value_de,
-                                                           self.projection),
-                        (f"python: decode {self.key_de!r} / {self.value_de!r}",))
-        (key, key_error), (value, value_error) = key_jvm, value_jvm
-        errors = [e for e in (value_error, key_error) if e is not None]
-        error: Column = F.coalesce(*errors) if errors else F.lit(None).cast("string")
-        visible = {"entry": [key.alias("key"), value.alias("value")],
-                   "value": [value.alias("value")],
-                   "record": [*(F.col(c) for c in ("topic", "partition", "offset",
-                                                   "timestamp")),
-                              key.alias("key"), value.alias("value"), F.col("headers")]}
-        df = raw.select(*visible[self.projection], *hidden, error.alias("_gs_error"),
-                        F.when(error.isNotNull(), F.lit("decode")).alias("_gs_stage"))
-        return Flow(df, self.projection, None, ("jvm: kafka source and decode",))
+        where = F.concat(F.col("topic"), F.lit("["), F.col("partition").cast("string"),
+                         F.lit("]@"), F.col("offset").cast("string"))
+        base = raw.select("key", "value", *meta, F.col("timestamp").alias("_gs_ts"),
+                          where.alias("_gs_where"))
+        decoded = decode_columns(base, self.key_de, self.value_de)
+        hidden = [c for c in decoded.df.columns if c.startswith("_gs_")]
+        notes = ("jvm: kafka source", *decoded.notes)
+        if decoded.decode is not None:  # some side decodes in Python, at the pass's head
+            df = decoded.df.select("key", "value", *meta, *hidden)
+            return Flow(df, self.projection, _ItemDecode(decoded.decode, self.projection),
+                        notes)
+        visible = {"entry": ["key", "value"], "value": ["value"],
+                   "record": ["topic", "partition", "offset", "timestamp", "key", "value",
+                              "headers"]}[self.projection]
+        return Flow(decoded.df.select(*visible, *hidden), self.projection, None, notes)
 
 
-class _PythonDecode:
-    """The Python decode head: a row of raw columns → the item (picklable)."""
+class _ItemDecode:
+    """The Python decode head: a row of the source's columns → the item (picklable)."""
 
-    def __init__(self, key_de: serde.Deserializer, value_de: serde.Deserializer,
+    def __init__(self, decode: Callable[[dict[str, Any]], dict[str, Any]],
                  projection: Projection) -> None:
-        self.key_de, self.value_de, self.projection = key_de, value_de, projection
+        self.decode, self.projection = decode, projection
 
     def __call__(self, row: dict[str, Any]) -> Any:
         from gridstream.pipeline.api import KafkaRecord
 
-        topic = row["topic"]
-        value = self.value_de.python(topic, row["value"])
+        row = self.decode(row)
         if self.projection == "value":
-            return value
-        key = self.key_de.python(topic, row["key"])
+            return row["value"]
         if self.projection == "entry":
-            return (key, value)
+            return (row["key"], row["value"])
         headers = tuple((h["key"], h["value"]) for h in row.get("headers") or ())
-        return KafkaRecord(topic, row["partition"], row["offset"], row["timestamp"], key,
-                           value, headers)
+        return KafkaRecord(row["topic"], row["partition"], row["offset"], row["timestamp"],
+                           row["key"], row["value"], headers)
 
 
 class KafkaSink(Sink):
@@ -208,13 +200,17 @@ class KafkaSink(Sink):
             return None
         names = [c for c in flow.df.columns if not c.startswith("_gs_")]
         no_key = F.lit(None).cast("binary")
+        types = {f.name: f.dataType.simpleString() for f in flow.df.schema.fields}
+
+        def jvm(ser: serde.Serializer, column: str) -> Column | None:
+            if ser.jvm_type is None or types.get(column) != ser.jvm_type:
+                return None  # no JVM form for this type: the Python pass encodes
+            return ser.jvm(F.col(column), self.topic)
+
         if flow.item == "entry" or (flow.item == "row" and set(names) == {"key", "value"}):
-            key_bytes = self.key_ser.jvm(F.col("key"))
-            value_bytes = self.value_ser.jvm(F.col("value"))
-        elif flow.item == "value":
-            key_bytes, value_bytes = no_key, self.value_ser.jvm(F.col("value"))
-        elif flow.item == "row":
-            key_bytes, value_bytes = no_key, self.value_ser.jvm(F.struct(*names))
+            key_bytes, value_bytes = jvm(self.key_ser, "key"), jvm(self.value_ser, "value")
+        elif flow.item == "value" or (flow.item == "row" and names == ["value"]):
+            key_bytes, value_bytes = no_key, jvm(self.value_ser, "value")
         else:
             return None
         if key_bytes is None or value_bytes is None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gridstream.errors import CodecError, RecordError
 from gridstream.pipeline.api import KafkaRecord
 from gridstream.pipeline.base import HIDDEN, ItemShape
+from gridstream.pipeline.serde._columns import DecodeError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -220,6 +221,8 @@ class ItemPass:
                 stage = self.tail_stage
                 rows = [tail(item) for item in items]
             except Exception as exc:  # noqa: BLE001 - any failure of user code is the row's
+                if isinstance(exc, DecodeError):  # names the deserializer that failed
+                    stage = exc.stage
                 policy.error(out, i, where[i], stage, _reason(exc), exc)
                 continue
             for row in rows:

@@ -216,11 +216,11 @@ class PipelineJob:
         if self._query is None:
             return
         for progress in self._query.recentProgress:
-            data = json.loads(progress.json)
-            batch = int(data.get("batchId", -1))
+            batch = int(progress.get("batchId", -1))
             if batch <= self._last_batch:
                 continue
             self._last_batch = batch
+            data = json.loads(progress.json)
             rows_in = int(data.get("numInputRows") or 0)
             metrics = (data.get("observedMetrics") or {}).get(OBSERVED) or {}
             if rows_in == 0 and not metrics:
