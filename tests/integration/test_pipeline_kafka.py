@@ -228,7 +228,8 @@ def test_real_time_mode_runs_a_stateless_kafka_to_kafka_pipeline(
     (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), source))
       .map(lambda kv: entry(kv[0], kv[1].upper()))
       .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
-    job = p.job(Guarantee.AT_LEAST_ONCE, str(tmp_path / "ck"), "real_time")
+    job = p.job(Guarantee.AT_LEAST_ONCE, str(tmp_path / "ck"), "real_time",
+                real_time_python=True)
     got: list[Any] = []
     try:
         query = job.start(spark)
@@ -242,6 +243,32 @@ def test_real_time_mode_runs_a_stateless_kafka_to_kafka_pipeline(
         job.close()
     assert sorted((k, v) for k, v, _ in got) == sorted(
         (f"k{i}".encode(), f"V{i}".encode()) for i in range(100))
+
+
+def test_real_time_mode_runs_a_jvm_only_pipeline_without_opt_in(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        ) -> None:
+    import time
+
+    source, sink = topic_factory(1), topic_factory(1)
+    produce(kafka_bootstrap, source, ((f"k{i}".encode(), f"v{i}".encode())
+                                      for i in range(50)))
+    p = Pipeline.create(name="real-time-jvm")
+    (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), source))
+      .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+    job = p.job(Guarantee.AT_LEAST_ONCE, str(tmp_path / "ck"), "real_time")
+    got: list[Any] = []
+    try:
+        query = job.start(spark)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and query.isActive and len(got) < 50:
+            time.sleep(2)
+            got = read(kafka_bootstrap, sink)
+        assert job.failure is None, job.failure
+    finally:
+        job.close()
+    assert sorted((k, v) for k, v, _ in got) == sorted(
+        (f"k{i}".encode(), f"v{i}".encode()) for i in range(50))
 
 
 def test_a_run_file_runs_an_api_pipeline(
@@ -271,9 +298,9 @@ properties."auto.offset.reset" = "earliest"
 properties."key.deserializer" = "StringDeserializer"
 properties."value.deserializer" = "StringDeserializer"
 [[pipeline.steps]]
-map = "tests.integration.pipeline_helpers:shout"
-[[pipeline.steps]]
 filter = "tests.integration.pipeline_helpers:no_x"
+[[pipeline.steps]]
+map = "tests.integration.pipeline_helpers:shout"
 [pipeline.sink]
 kind = "kafka"
 topic = "{sink}"
