@@ -27,13 +27,7 @@ from typing import Any, NoReturn
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
-from gridstream.errors import (
-    CodecError,
-    ConfigError,
-    EndpointError,
-    GridstreamError,
-    RegistryError,
-)
+from gridstream.errors import CodecError, ConfigError, EndpointError, GridstreamError, RegistryError
 from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics, topic_max_message_bytes
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import error_of, is_fatal, kafka_error
