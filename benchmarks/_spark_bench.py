@@ -53,9 +53,10 @@ def delete_topic(topic: str) -> None:
         future.result(30)
 
 
-def produce(topic: str, ops: list[Operation]) -> None:
-    """Produce the envelopes as the mirror does (JSON, key = id, gs.* headers)."""
-    encoder = OperationEncoder()
+def produce(topic: str, ops: list[Operation], encoder: OperationEncoder | None = None) -> None:
+    """Produce the envelopes as the mirror does (JSON unless ``encoder`` says otherwise,
+    key = id, gs.* headers)."""
+    encoder = encoder or OperationEncoder()
     producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 20,
                          "enable.idempotence": True, "compression.type": "lz4"})
     for op in ops:

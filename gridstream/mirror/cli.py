@@ -18,9 +18,14 @@ from gridstream.mirror._offsets import DEFAULT_OFFSETS_TOPIC
 from gridstream.mirror.kafka import KafkaSyncEndpoint, TopicSettings
 from gridstream.mirror.policy import UndeliverablePolicy
 from gridstream.mirror.service import Mirror, RetryPolicy
-from gridstream.protocol import codec_names, key_codec_names
+from gridstream.protocol import Codec, codec_names, create_codec, key_codec_names
+from gridstream.protocol.avro import SUBJECT_STRATEGIES
 
-__all__ = ["build_parser", "kafka_properties", "main"]
+__all__ = ["REGISTRY_PROPERTIES", "build_parser", "codec_of", "kafka_properties", "main"]
+
+REGISTRY_PROPERTIES = ("schema.registry.url", "basic.auth.user.info")
+"""Properties of the Avro codec's schema registry, read from the same places as the
+producer's (file, ``GRIDSTREAM_KAFKA_*``, ``-X``) and never passed to the producer."""
 
 log = logging.getLogger("gridstream.mirror")
 
@@ -34,6 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["exactly-once", "at-least-once"], default="exactly-once")
     p.add_argument("--codec", choices=codec_names(), default="json")
     p.add_argument("--key", choices=key_codec_names(), default="id", help="key codec")
+    p.add_argument("--schema-registry-url", metavar="URL",
+                   help="avro codec: register the schemas in this Confluent-compatible "
+                        "registry (default: local ids derived from the schemas); also "
+                        "schema.registry.url in the properties; its credentials go in "
+                        "basic.auth.user.info in --kafka-properties or "
+                        "GRIDSTREAM_KAFKA_BASIC_AUTH_USER_INFO")
+    p.add_argument("--subject-strategy", choices=SUBJECT_STRATEGIES, default="record",
+                   help="avro codec: the subject of a schema (record: its full name; "
+                        "topic: <topic>-value; topic_record: <topic>-<full name>)")
     p.add_argument("--default-topic")
     p.add_argument("--topic-property", default="kafka.topic")
     p.add_argument("--on-undeliverable", choices=[p.value for p in UndeliverablePolicy],
@@ -92,10 +106,32 @@ def kafka_properties(args: argparse.Namespace,
     return KafkaProperties(merged)
 
 
+def codec_of(args: argparse.Namespace, props: KafkaProperties) -> tuple[Codec | str,
+                                                                         KafkaProperties]:
+    """The value codec the arguments and properties choose, and the producer properties
+    without the registry's (``REGISTRY_PROPERTIES``)."""
+    config = props.client_config()
+    url = args.schema_registry_url or str(config.get("schema.registry.url") or "")
+    user_info = str(config.get("basic.auth.user.info") or "")
+    rest = KafkaProperties({k: v for k, v in config.items() if k not in REGISTRY_PROPERTIES})
+    if args.codec != "avro":
+        if url or user_info or args.subject_strategy != "record":
+            raise ConfigError("the schema registry options (schema.registry.url, "
+                              "basic.auth.user.info, --subject-strategy) are only used with "
+                              f"--codec avro (not {args.codec!r})")
+        return args.codec, rest
+    if user_info and not url:
+        raise ConfigError("basic.auth.user.info is only used with a schema registry URL")
+    return create_codec("avro", schema_registry_url=url or None,
+                        basic_auth_user_info=user_info or None,
+                        subject_strategy=args.subject_strategy), rest
+
+
 def _endpoint(args: argparse.Namespace) -> KafkaSyncEndpoint:
+    codec, props = codec_of(args, kafka_properties(args))
     return KafkaSyncEndpoint(
-        args.bootstrap, producer_properties=kafka_properties(args),
-        exactly_once=args.mode == "exactly-once", codec=args.codec, key_codec=args.key,
+        args.bootstrap, producer_properties=props,
+        exactly_once=args.mode == "exactly-once", codec=codec, key_codec=args.key,
         topic_property=args.topic_property, default_topic=args.default_topic,
         on_undeliverable=args.on_undeliverable, dead_letter_topic=args.dead_letter_topic,
         offsets_topic=args.offsets_topic,

@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
-from gridstream.errors import CodecError, ConfigError, EndpointError, GridstreamError
+from gridstream.errors import CodecError, ConfigError, EndpointError, GridstreamError, RegistryError
 from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics, topic_max_message_bytes
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import error_of, is_fatal, kafka_error
@@ -278,10 +278,14 @@ class KafkaSyncEndpoint(SyncEndpoint):
         producer = self._require_producer()
         letters = DeadLetters(self.encoder, self.policy, self._name())
         self._delivery_errors = []
-        if self.exactly_once:
-            dead = self._transaction(producer, bulks, types, letters)
-        else:
-            dead = self._at_least_once(producer, bulks, types, letters)
+        try:
+            if self.exactly_once:
+                dead = self._transaction(producer, bulks, types, letters)
+            else:
+                dead = self._at_least_once(producer, bulks, types, letters)
+        except RegistryError as exc:  # the registry's fault, not the records': retried
+            raise EndpointError(f"mirror {self.mirror_name}: {exc}; the batch will be "
+                                "retried") from exc
         self.records_sent += sum(len(bulk.operations) for bulk in bulks) - len(dead)
         self.dead_lettered.update(reason for reason, _ in dead)
 

@@ -7,9 +7,9 @@ from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink, Source
 from gridstream.pipeline.console import Sinks
 from gridstream.pipeline.grids import GridSinks, GridSources
 from gridstream.pipeline.kafka import KafkaSinks, KafkaSources
+from gridstream.pipeline.stores import StoreSinks
 from gridstream.pipeline.tables import DeltaTables, GridTables
 
 __all__ = ["DeltaTables", "Flow", "GridSinks", "GridSources", "GridTables", "Guarantee",
-           "KafkaRecord", "KafkaSinks",
-           "KafkaSources", "Pipeline", "RunContext", "Sink", "Sinks", "Source", "Stage",
-           "entry"]
+           "KafkaRecord", "KafkaSinks", "KafkaSources", "Pipeline", "RunContext", "Sink",
+           "Sinks", "Source", "Stage", "StoreSinks", "entry"]

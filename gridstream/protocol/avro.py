@@ -1,11 +1,21 @@
 """Avro codec in the Confluent wire format, with the schema derived from the type.
 
 Record value = magic byte ``0`` + 4-byte big-endian schema id + Avro binary body. The
-writer schema is derived from the ``TypeDescriptor`` (one envelope record per type; the
-subject is the record's full name, as Confluent's RecordNameStrategy) and registered in
-a ``SchemaRegistry``. ``LocalSchemaRegistry`` derives the id from the schema's
-fingerprint, so a consumer holding the same descriptors resolves ids without any
-server; a Confluent Schema Registry client can implement the same ABC later.
+writer schema is derived from the ``TypeDescriptor`` (one envelope record per type) and
+registered in a ``SchemaRegistry`` under the subject the ``subject_strategy`` names:
+``record`` (default) the record's full name (Confluent's RecordNameStrategy), ``topic``
+``<topic>-value``, ``topic_record`` ``<topic>-<record full name>``.
+
+- ``LocalSchemaRegistry`` (the default, for embedded use) derives the id from the
+  schema's fingerprint, so a consumer holding the same descriptors resolves ids without
+  any server.
+- ``RegistrySchemas`` registers in a Confluent-compatible registry
+  (``gridstream.protocol.registry``): the ids are the registry's, so confluent-kafka's
+  own ``AvroDeserializer`` reads the values. ``AvroCodec(schema_registry_url=...)``
+  builds it. A schema the registry refuses (incompatible with the subject's
+  compatibility rule, invalid) is a ``CodecError`` (the record's: the mirror's
+  undeliverable policy takes it); a registry that cannot be reached is a
+  ``RegistryError``.
 
 Mapping of property kinds: str/int/float/bool/bytes native, datetime → timestamp-micros
 (naive values are taken as UTC and come back UTC-aware), date → date, uuid → uuid,
@@ -32,9 +42,14 @@ from gridstream.errors import CodecError, ConfigError
 from gridstream.operations import PropertySpec, TypeDescriptor
 from gridstream.protocol.codec_base import Codec
 from gridstream.protocol.envelope import Envelope
+from gridstream.protocol.registry import Registry, SchemaRegistryClientRegistry
 from gridstream.protocol.values import restore, wire_default
 
-__all__ = ["AvroCodec", "LocalSchemaRegistry", "SchemaRegistry", "avro_schema"]
+__all__ = ["SUBJECT_STRATEGIES", "AvroCodec", "LocalSchemaRegistry", "RegistrySchemas",
+           "SchemaRegistry", "avro_schema", "envelope_of_record"]
+
+SUBJECT_STRATEGIES = ("record", "topic", "topic_record")
+"""How a writer schema's subject is named (see the module docstring)."""
 
 MAGIC = 0
 KIND = "gridstream.kind"
@@ -165,30 +180,97 @@ class LocalSchemaRegistry(SchemaRegistry):
         return schema
 
 
+class RegistrySchemas(SchemaRegistry):
+    """``SchemaRegistry`` over a Confluent-compatible registry (``Registry``)."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    def __repr__(self) -> str:
+        return f"RegistrySchemas({self.registry!r})"
+
+    def register(self, subject: str, schema: Mapping[str, Any]) -> int:
+        return self.registry.register(subject, orjson.dumps(schema).decode())
+
+    def lookup(self, schema_id: int) -> Mapping[str, Any] | None:
+        text = self.registry.schema(schema_id)
+        if text is None:
+            return None
+        try:
+            schema: Mapping[str, Any] = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise CodecError(f"schema id {schema_id} is not JSON: {exc}") from exc
+        return schema
+
+
+Writer = tuple[int, Any, dict[str, PropertySpec]]
+
+
 class AvroCodec(Codec):
-    """Confluent-framed Avro (see the module docstring)."""
+    """Confluent-framed Avro (see the module docstring).
+
+    ``registry`` (a ``SchemaRegistry``) or ``schema_registry_url`` (with
+    ``basic_auth_user_info``, a secret never shown) choose where schemas get their ids;
+    neither: a ``LocalSchemaRegistry``."""
 
     name = "avro"
 
-    def __init__(self, registry: SchemaRegistry | None = None) -> None:
+    def __init__(self, registry: SchemaRegistry | None = None, *,
+                 schema_registry_url: str | None = None,
+                 basic_auth_user_info: str | None = None,
+                 subject_strategy: str = "record") -> None:
         try:
             import fastavro
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ConfigError("the avro codec needs: pip install 'gridstream[avro]'") from exc
+        if subject_strategy not in SUBJECT_STRATEGIES:
+            raise ConfigError(f"avro subject strategy {subject_strategy!r}: use one of "
+                              f"{', '.join(SUBJECT_STRATEGIES)}")
+        if basic_auth_user_info is not None and not schema_registry_url:
+            raise ConfigError("basic.auth.user.info is only used with a schema registry URL")
+        if schema_registry_url:
+            if registry is not None:
+                raise ConfigError("give the avro codec a registry or a schema registry URL, "
+                                  "not both")
+            registry = RegistrySchemas(SchemaRegistryClientRegistry(
+                schema_registry_url, basic_auth_user_info))
         self._fastavro: Any = fastavro
         self.registry = registry or LocalSchemaRegistry()
-        self._writers: dict[TypeDescriptor, tuple[int, Any, dict[str, PropertySpec]]] = {}
+        self.subject_strategy = subject_strategy
+        self._writers: dict[tuple[TypeDescriptor, str], Writer] = {}
+        self._refused: dict[tuple[TypeDescriptor, str], str] = {}
         self._readers: dict[int, tuple[Any, tuple[PropertySpec, ...]]] = {}
 
-    def _writer(self, descriptor: TypeDescriptor) -> tuple[int, Any, dict[str, PropertySpec]]:
-        cached = self._writers.get(descriptor)
+    def __repr__(self) -> str:
+        return f"AvroCodec({self.registry!r}, subject_strategy={self.subject_strategy!r})"
+
+    def subject(self, schema: Mapping[str, Any], topic: str | None) -> str:
+        """The subject a writer schema is registered under for ``topic``."""
+        full = f"{schema['namespace']}.{schema['name']}"
+        if self.subject_strategy == "record":
+            return full
+        if not topic:
+            raise CodecError(f"subject strategy {self.subject_strategy!r} needs the "
+                             "record's topic, and it has none")
+        return f"{topic}-value" if self.subject_strategy == "topic" else f"{topic}-{full}"
+
+    def _writer(self, descriptor: TypeDescriptor, topic: str | None = None) -> Writer:
+        schema = avro_schema(descriptor)
+        subject = self.subject(schema, topic)
+        key = (descriptor, subject)
+        cached = self._writers.get(key)
         if cached is None:
-            schema = avro_schema(descriptor)
-            subject = f"{schema['namespace']}.{schema['name']}"
-            schema_id = self.registry.register(subject, schema)
+            refused = self._refused.get(key)
+            if refused is not None:  # asked once: not once per record
+                raise CodecError(refused)
+            try:
+                schema_id = self.registry.register(subject, schema)
+            except CodecError as exc:
+                self._refused[key] = str(exc)
+                raise
             parsed, specs = self._parse(schema)
             cached = (schema_id, parsed, {s.name: s for s in specs})
-            self._writers[descriptor] = cached
+            self._writers[key] = cached
             self._readers[schema_id] = (parsed, specs)
         return cached
 
@@ -198,10 +280,18 @@ class AvroCodec(Codec):
         return parsed, _specs_of(data_type["fields"])
 
     def encode(self, envelope: Envelope, descriptor: TypeDescriptor | None) -> bytes:
+        return self._encode(envelope, descriptor, None)
+
+    def encode_for(self, envelope: Envelope, descriptor: TypeDescriptor | None,
+                   topic: str) -> bytes:
+        return self._encode(envelope, descriptor, topic)
+
+    def _encode(self, envelope: Envelope, descriptor: TypeDescriptor | None,
+                topic: str | None) -> bytes:
         if descriptor is None:
             raise CodecError(f"type {envelope.type!r} is unknown; the avro codec needs its "
                              "descriptor")
-        schema_id, parsed, specs = self._writer(descriptor)
+        schema_id, parsed, specs = self._writer(descriptor, topic)
         record = envelope.to_wire()
         data, record["extra"] = _split(envelope.data or {}, specs)
         record["data"] = None if envelope.data is None else data
@@ -216,6 +306,16 @@ class AvroCodec(Codec):
         return out.getvalue()
 
     def decode(self, payload: bytes, types: Mapping[str, TypeDescriptor]) -> Envelope:
+        return self._decode(payload, types, restored=True)
+
+    def decode_wire(self, payload: bytes, types: Mapping[str, TypeDescriptor]) -> Envelope:
+        """As ``decode``, but ``data`` keeps the values as Avro gives them (the JSON-text
+        kinds parsed back, nothing else restored): what the JSON codec writes again as
+        the mirror's JSON would carry them (``types`` only resolve local ids)."""
+        return self._decode(payload, types, restored=False)
+
+    def _decode(self, payload: bytes, types: Mapping[str, TypeDescriptor], *,
+                restored: bool) -> Envelope:
         if len(payload) < _HEADER.size or payload[0] != MAGIC:
             raise CodecError("not a Confluent-framed Avro record (magic byte 0 expected)")
         _, schema_id = _HEADER.unpack_from(payload)
@@ -225,19 +325,17 @@ class AvroCodec(Codec):
                                                       parsed, None)
         except (ValueError, TypeError, EOFError, IndexError, UnicodeDecodeError) as exc:
             raise CodecError(f"avro body does not match schema {schema_id}: {exc}") from exc
-        present = record.pop("present")
-        extra = record.pop("extra")
-        if record["data"] is not None:
-            record["data"] = restore(_join(record["data"], extra, present, specs), specs)
-        return Envelope.from_wire(record)
+        return _envelope(record, specs, restored=restored)
 
     def _reader(self, schema_id: int, types: Mapping[str, TypeDescriptor]
                 ) -> tuple[Any, tuple[PropertySpec, ...]]:
         reader = self._readers.get(schema_id)
-        if reader is None:
-            for descriptor in types.values():
-                self._writer(descriptor)
-            reader = self._readers.get(schema_id)
+        if reader is None and isinstance(self.registry, LocalSchemaRegistry):
+            for descriptor in types.values():  # the local ids derive from the schemas
+                derived = avro_schema(descriptor)
+                if LocalSchemaRegistry.schema_id(derived) == schema_id:
+                    reader = self._readers[schema_id] = self._parse(derived)
+                    break
         if reader is None:
             schema = self.registry.lookup(schema_id)
             if schema is None:
@@ -245,6 +343,31 @@ class AvroCodec(Codec):
             reader = self._parse(schema)
             self._readers[schema_id] = reader
         return reader
+
+
+def _envelope(record: dict[str, Any], specs: tuple[PropertySpec, ...], *,
+              restored: bool = True) -> Envelope:
+    try:
+        present = record.pop("present")
+        extra = record.pop("extra")
+        if record["data"] is not None:
+            data = _join(record["data"], extra, present, specs)
+            record["data"] = restore(data, specs) if restored else data
+    except (KeyError, TypeError, ValueError) as exc:  # orjson's decode error is a ValueError
+        raise CodecError(f"avro record is not a gridstream envelope: {exc!r}") from exc
+    return Envelope.from_wire(record)
+
+
+def envelope_of_record(record: Mapping[str, Any], schema: Mapping[str, Any]) -> Envelope:
+    """The envelope of a record another Avro reader decoded with the writer ``schema``
+    (e.g. confluent-kafka's ``AvroDeserializer``): declared properties restored, the
+    JSON-text kinds and ``extra`` parsed back, exactly the keys ``present`` lists."""
+    try:
+        data_type = next(f for f in schema["fields"] if f["name"] == "data")["type"][1]
+        specs = _specs_of(data_type["fields"])
+    except (KeyError, StopIteration, TypeError, IndexError) as exc:
+        raise CodecError(f"not a gridstream envelope schema: {exc!r}") from exc
+    return _envelope(dict(record), specs)
 
 
 def _split(data: Mapping[str, Any], specs: Mapping[str, PropertySpec]) -> tuple[dict[str, Any],

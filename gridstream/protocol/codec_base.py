@@ -25,6 +25,12 @@ class Codec(ABC):
     def encode(self, envelope: Envelope, descriptor: TypeDescriptor | None) -> bytes:
         """Serialize; ``CodecError`` if a value cannot be represented."""
 
+    def encode_for(self, envelope: Envelope, descriptor: TypeDescriptor | None,
+                   topic: str) -> bytes:
+        """Serialize a record bound for ``topic`` (a codec whose bytes depend on the
+        topic, as Avro's subject does, overrides this); the same as ``encode`` here."""
+        return self.encode(envelope, descriptor)
+
     @abstractmethod
     def decode(self, payload: bytes, types: Mapping[str, TypeDescriptor]) -> Envelope:
         """Deserialize; declared properties of known types come back as Python types."""

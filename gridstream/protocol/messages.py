@@ -112,7 +112,7 @@ class OperationEncoder:
         return KafkaMessage(
             topic=topic,
             key=self.key_codec.encode(envelope.type, envelope.id),
-            value=self.codec.encode(envelope, descriptor),
+            value=self.codec.encode_for(envelope, descriptor, topic),
             headers=tuple(self.factory.headers(envelope, self.codec.name)),
             timestamp_ms=envelope.ts,
         )

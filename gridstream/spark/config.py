@@ -161,6 +161,18 @@ class PipelineConfig(BaseModel):
             "dead_letter_topic", "deadLetterTopic", "errors.deadletterqueue.topic.name"))
     unknown_types: Literal["dynamic", "fail"] = "dynamic"
     default_id_property: str = "id"
+    codec: Literal["json", "msgpack", "avro"] = "json"
+    """The codec the mirror wrote the topics with (``gridstream.spark.value_codecs``)."""
+    schema_registry_url: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("schema_registry_url",
+                                                    "schema.registry.url"))
+    """``avro``: the registry holding the writer schemas (it may carry credentials)."""
+    basic_auth_user_info: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("basic_auth_user_info",
+                                                    "basic.auth.user.info"))
+    avro_schema_dir: str | None = None
+    """``avro`` without a registry: the local registry's ``<id>.avsc`` files (else the
+    ids derive from the declared ``[types]``)."""
     sink: SinkConfig
 
     @field_validator("error_handling_policy", mode="before")
@@ -202,6 +214,17 @@ class PipelineConfig(BaseModel):
         if dead_letter and not self.dead_letter_topic:
             raise ValueError("errorHandlingPolicy 'dead_letter' needs 'dead_letter_topic'")
         self._no_dead_letter_loop()
+        registry = [name for name, given in (
+            ("schema_registry_url", self.schema_registry_url is not None),
+            ("basic_auth_user_info", self.basic_auth_user_info is not None),
+            ("avro_schema_dir", self.avro_schema_dir is not None)) if given]
+        if registry and self.codec != "avro":
+            raise ValueError(f"{', '.join(registry)}: only used with codec 'avro' "
+                             f"(not {self.codec!r})")
+        if self.basic_auth_user_info is not None and self.schema_registry_url is None:
+            raise ValueError("basic_auth_user_info is only used with schema_registry_url")
+        if self.schema_registry_url is not None and self.avro_schema_dir is not None:
+            raise ValueError("give schema_registry_url or avro_schema_dir, not both")
         if self.min_partitions is not None and isinstance(self.sink, CassandraSinkConfig):
             raise ValueError(
                 f"minPartitions ({self.min_partitions}) cannot be used with the cassandra "

@@ -106,21 +106,33 @@ Every check of a valid envelope runs on every record, so the common case is kept
 (a copy of the text) when it does not already start with ``{``."""
 
 
-def _error(has_headers: bool) -> str:
-    """The SQL of the first problem of an envelope, or null."""
-    checks = _CHECKS
+def _error(has_headers: bool, codec: str = "json", codec_error: str | None = None) -> str:
+    """The SQL of the first problem of an envelope, or null.
+
+    ``codec``: the codec the pipeline expects (a ``gs.codec`` header naming another one is
+    the problem); ``codec_error``: a column with the reason a value that is not JSON
+    could not be turned into an envelope (null when it could)."""
+    checks = [(condition, _sql_string(reason)) for condition, reason in _CHECKS]
+    if codec_error is not None:  # after the tombstone check
+        checks.insert(1, (f"`{codec_error}` IS NOT NULL", f"`{codec_error}`"))
     if has_headers:
         # a null (no header) compares as null, which no WHEN takes
-        codec = (f"({_CODEC_VALUE}) != 'json'",
-                 "record codec is not json (only json decodes in the JVM)")
-        checks = (codec, *checks)
-    cases = " ".join(f"WHEN {condition} THEN {_sql_string(reason)}"
-                     for condition, reason in checks)
+        reason = ("record codec is not json (only json decodes in the JVM)" if codec == "json"
+                  else f"record codec is not {codec} (the pipeline's codec)")
+        checks.insert(0, (f"({_CODEC_VALUE}) != {_sql_string(codec)}", _sql_string(reason)))
+    cases = " ".join(f"WHEN {condition} THEN {reason}" for condition, reason in checks)
     return f"CASE {cases} ELSE CAST(NULL AS STRING) END"
 
 
-def decode_envelopes(records: DataFrame) -> DataFrame:
+def decode_envelopes(records: DataFrame, *, codec: str = "json", text: str = "value",
+                     codec_error: str | None = None,
+                     carry: tuple[str, ...] = ()) -> DataFrame:
     """Kafka source rows → source columns + decoded operation columns + ``error``.
+
+    ``text`` is the column holding the envelope's JSON (the record's ``value``, or what a
+    MessagePack or Avro value was transcoded to: ``gridstream.spark.value_codecs``, whose
+    failures ``codec_error`` holds); ``codec`` the codec the records' ``gs.codec``
+    header must name; ``carry``: more columns of ``records`` kept as they are.
 
     ``records`` has the Kafka source's columns (``headers`` optional). Valid rows have a
     null ``error``; a malformed row keeps its raw key, value and headers. Filter on
@@ -135,7 +147,7 @@ def decode_envelopes(records: DataFrame) -> DataFrame:
     # own whose output rows are copied; testing ``value`` for null there too keeps the raw
     # value out of those rows when nothing downstream needs it (the change log).
     staged = records.selectExpr(
-        "*", f"from_json(CAST(`value` AS STRING), {_sql_string(ENVELOPE_DDL)}) AS _e",
+        "*", f"from_json(CAST(`{text}` AS STRING), {_sql_string(ENVELOPE_DDL)}) AS _e",
         "`value` IS NULL AS _no_value")
     headers = ("`headers`" if has_headers
                else "CAST(NULL AS ARRAY<STRUCT<key: STRING, value: BINARY>>)")
@@ -156,5 +168,6 @@ def decode_envelopes(records: DataFrame) -> DataFrame:
         f"{_field('partition')} AS `partition`",
         f"{_field('data')} AS data",
         f"coalesce({_field('removed')}, CAST(array() AS ARRAY<STRING>)) AS removed",
-        f"{_error(has_headers)} AS error",
+        f"{_error(has_headers, codec, codec_error)} AS error",
+        *(f"`{name}`" for name in carry),
     )

@@ -27,6 +27,7 @@ from gridstream.spark.envelope import MalformedEnvelopeError, decode_envelopes
 from gridstream.spark.kafka_source import check_consumer_properties, client_options, source_options
 from gridstream.spark.sinks import BatchSink, SinkResult, create_sink
 from gridstream.spark.types import TypeRegistry
+from gridstream.spark.value_codecs import CODEC_ERROR, JSON_TEXT, Transcoder
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -70,6 +71,7 @@ class StorePipeline:
         self.bootstrap_servers = config.bootstrap_servers or bootstrap_servers or "127.0.0.1:9092"
         self.kafka_properties = {**(kafka_properties or {}), **config.kafka}
         check_consumer_properties(self.kafka_properties, f"pipeline {config.name!r}")
+        self.transcoder = _transcoder(config, self.types)
         self.reports: deque[BatchReport] = deque(maxlen=1000)
         self._headers_read = False
         self.failure: BaseException | None = None
@@ -103,7 +105,9 @@ class StorePipeline:
         props = redact(self.kafka_properties)
         extra = f" {props}" if props else ""
         loss = "" if c.fail_on_data_loss else ", failOnDataLoss=false: lost offsets are SKIPPED"
-        return (f"{c.name}: {source} @ {self.bootstrap_servers}{extra} → {self.sink.describe()}"
+        codec = f" [{self.transcoder.describe()}]" if self.transcoder is not None else ""
+        return (f"{c.name}: {source} @ {self.bootstrap_servers}{extra}{codec} → "
+                f"{self.sink.describe()}"
                 f"  [checkpoint {c.checkpoint}, trigger {c.trigger}, "
                 f"errors {c.error_handling_policy.value}{loss}]")
 
@@ -144,13 +148,21 @@ class StorePipeline:
                               "1-64 letters, digits, '-' or '_'")
         self.sink.bind_query(query_id)
         self._headers_read = "headers" in records.columns
-        decoded = decode_envelopes(records)
+        decoded = self.decode(records)
         if self.sink.single_pass:
             total, bad, dead, result = self._single_pass(decoded, batch_id)
         else:
             total, bad, dead, result = self._cached(decoded, batch_id)
         return BatchReport(self.name, batch_id, total, bad, dead, result,
                            time.monotonic() - started)
+
+    def decode(self, records: DataFrame) -> DataFrame:
+        """Kafka rows → ``decode_envelopes``' columns, whatever the pipeline's codec."""
+        if self.transcoder is None:
+            return decode_envelopes(records)
+        staged = self.transcoder.apply(records)
+        return decode_envelopes(staged, codec=self.config.codec, text=JSON_TEXT,
+                                codec_error=CODEC_ERROR)
 
     def _cached(self, decoded: DataFrame, batch_id: int) -> tuple[int, int, int, SinkResult]:
         """Cache the batch, count it, handle the malformed records, then write the rest."""
@@ -257,13 +269,25 @@ class StorePipeline:
                    "assign": json.dumps(assign), "startingOffsets": json.dumps(start),
                    "endingOffsets": json.dumps(end), "includeHeaders": "true"}
         raw = bad.sparkSession.read.format("kafka").options(**options).load()
-        again = decode_envelopes(raw).join(keys, ["topic", "kafka_partition", "offset"],
+        again = self.decode(raw).join(keys, ["topic", "kafka_partition", "offset"],
                                            "left_semi")
         found = int(again.count())
         if found != count:
             raise SparkError(f"pipeline {self.name!r}: {count} malformed record(s), but only "
                              f"{found} could be read again with their headers")
         return again
+
+
+def _transcoder(config: PipelineConfig, types: TypeRegistry) -> Transcoder | None:
+    """What turns the topics' values into envelope JSON (None: they are JSON)."""
+    if config.codec == "json":
+        return None
+    url = config.schema_registry_url
+    user_info = config.basic_auth_user_info
+    return Transcoder(
+        config.codec, schema_registry_url=url.get_secret_value() if url else None,
+        basic_auth_user_info=user_info.get_secret_value() if user_info else None,
+        avro_schema_dir=config.avro_schema_dir, types=types.to_payload())
 
 
 _QUERY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -172,11 +172,17 @@ class Workload:
         return {str(k[1]) for k in self.deleted if k[0] == type_name and k not in self.state}
 
 
+ORDER_DESCRIPTOR = TypeDescriptor(name=ORDER, id_property="id")
+"""``ORDER`` as the space describes it (no fixed property: every one is dynamic)."""
+
+
 def produce(bootstrap: str, topics: dict[str, str], ops: list[Operation], *,
-            transactional_id: str | None = None, per_txn: int = 50) -> None:
-    """Produce ``ops`` (type name → topic) as the mirror would; in Kafka transactions of
-    ``per_txn`` operations when ``transactional_id`` is given."""
-    encoder = OperationEncoder()
+            transactional_id: str | None = None, per_txn: int = 50,
+            encoder: OperationEncoder | None = None) -> None:
+    """Produce ``ops`` (type name → topic) as the mirror would (its JSON codec, or
+    ``encoder``'s); in Kafka transactions of ``per_txn`` operations when
+    ``transactional_id`` is given."""
+    encoder = encoder or OperationEncoder()
     config: dict[str, Any] = {"bootstrap.servers": bootstrap, "enable.idempotence": True,
                               "linger.ms": 5}
     if transactional_id:
@@ -189,7 +195,7 @@ def produce(bootstrap: str, topics: dict[str, str], ops: list[Operation], *,
             producer.begin_transaction()
         for op in chunk:
             topic = topics[op.type_name]
-            descriptor = PERSON if op.type_name == PERSON.name else None
+            descriptor = PERSON if op.type_name == PERSON.name else ORDER_DESCRIPTOR
             msg = encoder.encode(op, descriptor, topic)
             producer.produce(topic, msg.value, msg.key, headers=list(msg.headers))
         if transactional_id:

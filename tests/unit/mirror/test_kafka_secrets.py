@@ -152,3 +152,27 @@ def test_a_malformed_property_on_the_command_line_is_not_quoted() -> None:
     with pytest.raises(ConfigError, match="KEY=VALUE") as raised:
         kafka_properties(args, {})
     assert SECRET not in str(raised.value)
+
+
+def test_mirror_cli_takes_the_registry_out_of_the_producer_properties(tmp_path: Path) -> None:
+    from gridstream.mirror.cli import codec_of
+    from gridstream.protocol.avro import AvroCodec, RegistrySchemas
+
+    path = tmp_path / "kafka.properties"
+    path.write_text(f"basic.auth.user.info=user:{SECRET}\nlinger.ms=1\n"
+                    "schema.registry.url=http://127.0.0.1:1/apis/ccompat/v7\n")
+    args: Any = build_parser().parse_args(["--data-dir", "d", "--name", "m", "--codec", "avro",
+                                           "--kafka-properties", str(path),
+                                           "--subject-strategy", "topic"])
+    codec, props = codec_of(args, kafka_properties(args, {}))
+    assert isinstance(codec, AvroCodec) and isinstance(codec.registry, RegistrySchemas)
+    assert codec.subject_strategy == "topic"
+    assert props.client_config() == {"linger.ms": "1"}
+    assert SECRET not in repr(codec)
+    json_args: Any = build_parser().parse_args(["--data-dir", "d", "--name", "m",
+                                                "--kafka-properties", str(path)])
+    with pytest.raises(ConfigError, match="only used with --codec avro"):
+        codec_of(json_args, kafka_properties(json_args, {}))
+    local: Any = build_parser().parse_args(["--data-dir", "d", "--name", "m", "--codec", "avro"])
+    codec, _ = codec_of(local, kafka_properties(local, {}))
+    assert isinstance(codec, AvroCodec) and not isinstance(codec.registry, RegistrySchemas)

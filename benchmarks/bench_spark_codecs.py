@@ -1,0 +1,87 @@
+"""The store pipelines' decode of the mirror's JSON, MessagePack and Avro topics.
+
+The same operations are produced once per codec (Avro: through the stack's schema
+registry, topic_record subjects). Each topic is read as one Spark batch and decoded the
+way the store pipeline does (``StorePipeline.decode``: JSON ``from_json`` in the JVM;
+MessagePack and Avro transcoded to the envelope JSON on Arrow batches by
+``mapInArrow``, then the same JVM checks); the decoded rows are consumed by one
+aggregate (count, malformed count, total ``data`` length), so the figure is the decode
+alone, without a sink. Rounds alternate the codecs after one warm-up each; medians.
+
+Prints JSON. Usage: python benchmarks/bench_spark_codecs.py [--rows 200000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._spark_bench import BOOTSTRAP, delete_topic, make_topic, operations, produce, timed
+from gridstream.protocol import OperationEncoder
+from gridstream.protocol.avro import AvroCodec
+from gridstream.spark import PipelineConfig, StorePipeline, get_spark
+
+REGISTRY = "http://127.0.0.1:8081/apis/ccompat/v7"
+
+
+def _decode_once(spark: Any, pipeline: StorePipeline, topic: str, rows: int) -> None:
+    batch = (spark.read.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP)
+             .option("subscribe", topic).option("startingOffsets", "earliest").load())
+    decoded = pipeline.decode(batch)
+    row = decoded.selectExpr("count(1) AS n", "count(error) AS bad",
+                             "sum(length(data)) AS size").collect()[0]
+    if row["n"] != rows or row["bad"] != 0:
+        raise SystemExit(f"{pipeline.name}: {row['n']} rows, {row['bad']} malformed")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    ops = operations(args.rows)
+    codecs: dict[str, tuple[OperationEncoder, dict[str, Any]]] = {
+        "json": (OperationEncoder(), {}),
+        "msgpack": (OperationEncoder("msgpack"), {"codec": "msgpack"}),
+        "avro": (OperationEncoder(AvroCodec(schema_registry_url=REGISTRY,
+                                            subject_strategy="topic_record")),
+                 {"codec": "avro", "schema_registry_url": REGISTRY}),
+    }
+    spark = get_spark(app_name="bench-codecs")
+    topics: dict[str, str] = {}
+    pipelines: dict[str, StorePipeline] = {}
+    try:
+        for name, (encoder, options) in codecs.items():
+            topics[name] = make_topic(2)
+            produce(topics[name], ops, encoder)
+            pipelines[name] = StorePipeline(PipelineConfig.model_validate({
+                "name": f"bench-{name}", "topics": [topics[name]], "checkpoint": "/unused",
+                "sink": {"kind": "parquet", "path": "/unused"}, **options}))
+        seconds: dict[str, list[float]] = {name: [] for name in codecs}
+        for name in codecs:  # warm-up
+            _decode_once(spark, pipelines[name], topics[name], args.rows)
+        for _ in range(args.repeat):
+            for name in codecs:
+                seconds[name].append(timed(lambda n=name: _decode_once(
+                    spark, pipelines[n], topics[n], args.rows)))
+        medians = {name: statistics.median(s) for name, s in seconds.items()}
+        print(json.dumps({
+            "rows": args.rows, "repeat": args.repeat,
+            "seconds": seconds,
+            "records_per_s": {n: round(args.rows / m) for n, m in medians.items()},
+            "vs_json": {n: round(medians["json"] / m, 3) for n, m in medians.items()},
+        }, indent=2))
+    finally:
+        for topic in topics.values():
+            delete_topic(topic)
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

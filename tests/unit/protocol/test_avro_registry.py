@@ -1,0 +1,149 @@
+"""The mirror's Avro codec over a Confluent-compatible registry (a small fake here; the
+integration tests use the stack's registry and confluent-kafka's AvroDeserializer)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import fastavro
+import orjson
+import pytest
+
+from gridstream.errors import CodecError, ConfigError
+from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
+from gridstream.protocol import Envelope, OperationEncoder, create_codec
+from gridstream.protocol.avro import (
+    AvroCodec,
+    LocalSchemaRegistry,
+    RegistrySchemas,
+    envelope_of_record,
+)
+
+PERSON = TypeDescriptor(
+    name="com.example.Person", id_property="id",
+    fixed=(PropertySpec("id", "str"), PropertySpec("born", "datetime"),
+           PropertySpec("balance", "decimal"), PropertySpec("tags", "list")))
+
+
+class FakeRegistry:
+    """Ids counted from 1 per distinct schema text; refuses a subject in ``refuse``."""
+
+    def __init__(self, refuse: str = "") -> None:
+        self.schemas: dict[int, str] = {}
+        self.calls: list[tuple[str, Any]] = []
+        self.refuse = refuse
+
+    def register(self, subject: str, schema: str) -> int:
+        self.calls.append(("register", subject))
+        if self.refuse and subject == self.refuse:
+            raise CodecError(f"the registry refused the schema for subject {subject!r} as "
+                             "incompatible: a reason")
+        for known, text in self.schemas.items():
+            if text == schema:
+                return known
+        self.schemas[len(self.schemas) + 1] = schema
+        return len(self.schemas)
+
+    def schema(self, schema_id: int) -> str | None:
+        self.calls.append(("schema", schema_id))
+        return self.schemas.get(schema_id)
+
+    def latest(self, subject: str) -> str | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def _envelope(**data: Any) -> Envelope:
+    return Envelope(op=OpType.WRITE, type=PERSON.name, id="p-1", version=4, ts=1000,
+                    partition=0, data={"id": "p-1", **data})
+
+
+@pytest.mark.parametrize(("strategy", "subject"), [
+    ("record", "gridstream.protocol.com_example_PersonEnvelope"),
+    ("topic", "people-value"),
+    ("topic_record", "people-gridstream.protocol.com_example_PersonEnvelope"),
+])
+def test_the_subject_follows_the_strategy_and_the_id_is_the_registrys(
+        strategy: str, subject: str) -> None:
+    fake = FakeRegistry()
+    codec = AvroCodec(RegistrySchemas(fake), subject_strategy=strategy)
+    raw = codec.encode_for(_envelope(tags=[1, "a"]), PERSON, "people")
+    assert raw[:5] == b"\x00\x00\x00\x00\x01"  # magic 0, then the registry's id 1
+    assert fake.calls == [("register", subject)]
+    codec.encode_for(_envelope(), PERSON, "people")
+    assert fake.calls == [("register", subject)]  # cached
+
+
+def test_a_reader_with_only_the_registry_decodes_what_the_writer_wrote() -> None:
+    fake = FakeRegistry()
+    writer = AvroCodec(RegistrySchemas(fake), subject_strategy="topic")
+    envelope = _envelope(born=dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC),
+                         balance=Decimal("1.50"), tags=["x", 2], dyn={"a": 1})
+    raw = writer.encode_for(envelope, PERSON, "people")
+    reader = AvroCodec(RegistrySchemas(fake))
+    assert reader.decode(raw, {}) == envelope
+    assert ("register", "gridstream.protocol.com_example_PersonEnvelope") not in fake.calls
+
+
+def test_decoding_never_registers_in_a_real_registry() -> None:
+    fake = FakeRegistry()
+    with pytest.raises(CodecError, match="unknown avro schema id 9"):
+        AvroCodec(RegistrySchemas(fake)).decode(b"\x00\x00\x00\x00\x09", {PERSON.name: PERSON})
+    assert [c for c in fake.calls if c[0] == "register"] == []
+
+
+def test_a_refused_schema_is_a_codec_error_asked_once() -> None:
+    fake = FakeRegistry(refuse="people-value")
+    codec = AvroCodec(RegistrySchemas(fake), subject_strategy="topic")
+    for _ in range(3):
+        with pytest.raises(CodecError, match="incompatible"):
+            codec.encode_for(_envelope(), PERSON, "people")
+    assert fake.calls == [("register", "people-value")]
+
+
+def test_a_topic_strategy_without_a_topic_is_a_codec_error() -> None:
+    codec = AvroCodec(RegistrySchemas(FakeRegistry()), subject_strategy="topic")
+    with pytest.raises(CodecError, match="needs the record's topic"):
+        codec.encode(_envelope(), PERSON)
+    with pytest.raises(CodecError, match="needs the record's topic"):
+        codec.encode_for(_envelope(), PERSON, "")
+
+
+def test_the_operation_encoder_names_the_topic() -> None:
+    fake = FakeRegistry()
+    encoder = OperationEncoder(AvroCodec(RegistrySchemas(fake), subject_strategy="topic"))
+    op = Operation(OpType.WRITE, PERSON.name, "p-1", 3, {"id": "p-1"}, 0, 5)
+    encoder.encode(op, PERSON, "t1")
+    assert fake.calls == [("register", "t1-value")]
+
+
+def test_bad_options_are_config_errors_and_the_secret_stays_hidden() -> None:
+    with pytest.raises(ConfigError, match="subject strategy"):
+        AvroCodec(subject_strategy="topic-name")
+    with pytest.raises(ConfigError, match="only used with a schema registry URL"):
+        AvroCodec(basic_auth_user_info="user:s3cret")
+    with pytest.raises(ConfigError, match="not both"):
+        AvroCodec(LocalSchemaRegistry(), schema_registry_url="http://127.0.0.1:1")
+    codec = create_codec("avro", schema_registry_url="http://u:pw-1@127.0.0.1:1/apis",
+                         basic_auth_user_info="user:s3cret")
+    assert "s3cret" not in repr(codec) and "pw-1" not in repr(codec)
+    assert "127.0.0.1:1/apis" in repr(codec)
+
+
+def test_envelope_of_record_restores_what_another_reader_decoded() -> None:
+    fake = FakeRegistry()
+    codec = AvroCodec(RegistrySchemas(fake))
+    envelope = _envelope(born=dt.datetime(2024, 5, 1, tzinfo=dt.UTC), tags=[1, {"b": 2}],
+                         dyn=[3])
+    raw = codec.encode(envelope, PERSON)
+    schema = orjson.loads(fake.schemas[1])
+    import io
+    record = fastavro.schemaless_reader(io.BytesIO(raw[5:]), fastavro.parse_schema(schema),
+                                        None)
+    assert envelope_of_record(record, schema) == envelope
+    with pytest.raises(CodecError, match="not a gridstream envelope schema"):
+        envelope_of_record(record, {"type": "record", "name": "X", "fields": []})
