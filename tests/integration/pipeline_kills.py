@@ -128,9 +128,11 @@ def _ends(admin: AdminClient, topic: str, partitions: int,
 
 
 def open_transaction(admin: AdminClient, topic: str, partitions: int) -> bool:
-    """Whether some partition's last stable offset is behind its high watermark."""
-    stable = _ends(admin, topic, partitions, IsolationLevel.READ_COMMITTED)
+    """Whether some partition's last stable offset is behind the high watermark it had
+    just before (read in that order: a transaction that commits between the two reads is
+    not taken for an open one)."""
     high = _ends(admin, topic, partitions, IsolationLevel.READ_UNCOMMITTED)
+    stable = _ends(admin, topic, partitions, IsolationLevel.READ_COMMITTED)
     return any(stable[p] < high[p] for p in high)
 
 
@@ -209,9 +211,10 @@ class KillRun:
         before = _ends(admin, topic, parts, IsolationLevel.READ_UNCOMMITTED)
         started = time.monotonic()
         while True:  # a transaction open with rows in it (or, without, new rows)
-            stable = _ends(admin, topic, parts, IsolationLevel.READ_COMMITTED)
-            high = _ends(admin, topic, parts, IsolationLevel.READ_UNCOMMITTED)
-            if any(stable[p] < high[p] for p in high) if transactional else high != before:
+            if transactional and open_transaction(admin, topic, parts):
+                break
+            if not transactional and _ends(admin, topic, parts,
+                                           IsolationLevel.READ_UNCOMMITTED) != before:
                 break
             _pump_until(process, lines, seen, None, time.monotonic() + 0.005)
             assert time.monotonic() - started < 300, "the output never grew"
