@@ -31,22 +31,20 @@ def _kafka_props(config: dict[str, Any]) -> dict[str, Any]:
     return {"bootstrap.servers": config["bootstrap"],
             "key.deserializer": "StringDeserializer",
             "value.deserializer": "StringDeserializer",
-            "auto.offset.reset": "earliest",
-            "max.offsets.per.trigger": config["max_offsets"]}
+            "auto.offset.reset": "earliest"}
 
 
 def pipeline_job(config: dict[str, Any]) -> Any:
-    from gridstream.pipeline import (  # type: ignore[attr-defined,unused-ignore]
-        GridSinks,
-        Guarantee,
-        KafkaSinks,
-        KafkaSources,
-        Pipeline,
-        entry,
-    )
+    from gridstream.pipeline import Guarantee, KafkaSinks, KafkaSources, Pipeline, entry
+
+    if config["sink"] == "map":
+        from gridstream.pipeline import (  # type: ignore[attr-defined,unused-ignore]
+            GridSinks,
+        )
 
     pipeline = Pipeline.create(name="kills")
-    stage = pipeline.read_from(KafkaSources.kafka(_kafka_props(config), config["source"]))
+    stage = pipeline.read_from(KafkaSources.kafka(
+        _kafka_props(config), config["source"], max_offsets_per_trigger=config["max_offsets"]))
     if config["sink"] == "kafka":
         out = {"bootstrap.servers": config["bootstrap"], "key.serializer": "StringSerializer",
                "value.serializer": "StringSerializer"}
@@ -117,7 +115,7 @@ def main(argv: list[str]) -> int:
         else:
             query = direct_query(spark, config)
         watch(query)
-        failure = query.exception() if job is None else (job.failure() or query.exception())
+        failure = query.exception() if job is None else (job.failure)
         if failure is not None:
             print(f"FAILED: {failure}", flush=True)
             return 1
