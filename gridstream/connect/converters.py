@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -32,8 +33,8 @@ from gridstream.connect.config import ConverterConfig
 from gridstream.errors import CodecError
 from gridstream.grid.contract import Key, Value
 
-__all__ = ["Converter", "JsonConverter", "build_converter", "decode_key", "encode_key",
-           "loads"]
+__all__ = ["Converter", "JsonConverter", "build_converter", "decode_key", "dumps_value",
+           "encode_key", "loads"]
 
 _DIGIT_TABLE = bytes(48 if 48 <= b <= 57 else 45 if b == 45 else 32 for b in range(256))
 """Every digit → ``0``, ``-`` stays, anything else → a space (``bytes.translate``)."""
@@ -141,6 +142,19 @@ def _check_finite(value: Any, path: str) -> None:
             _check_finite(item, f"{path}[{index}]")
 
 
+def dumps_value(value: Any, default: Callable[[Any], Any] | None = None) -> bytes:
+    """``value`` as JSON (orjson; ``default`` for types orjson lacks). ``CodecError`` for
+    what JSON cannot hold: NaN and infinities (orjson would write ``null``), integers
+    beyond 64 bits, other types without ``default``."""
+    try:
+        data = orjson.dumps(value, default=default)
+    except TypeError as exc:
+        raise CodecError(f"value cannot be written as JSON: {exc}") from exc
+    if b"null" in data and not _all_finite(value):
+        _check_finite(value, "")  # orjson wrote NaN or an infinity as null: refuse it
+    return data
+
+
 class Converter(ABC):
     """Values of one connector (keys: ``encode_key`` / ``decode_key`` with ``key_kind``)."""
 
@@ -173,13 +187,7 @@ class JsonConverter(Converter):
     def encode_value(self, topic: str, cache: str, value: Value | None) -> bytes | None:
         if value is None:
             return None
-        try:
-            data = orjson.dumps(value)
-        except TypeError as exc:
-            raise CodecError(f"value cannot be written as JSON: {exc}") from exc
-        if b"null" in data and not _all_finite(value):
-            _check_finite(value, "")  # orjson wrote NaN or an infinity as null: refuse it
-        return data
+        return dumps_value(value)
 
     def decode_value(self, topic: str, data: bytes | None) -> Value | None:
         if data is None:

@@ -7,6 +7,12 @@ an entry the cache holds is never applied: ``GridAdapter.apply(overwrite=False)`
 Applying the folded writes again leaves the grid as the first application did, so a
 re-run batch (a crash before Spark committed its offsets) changes nothing.
 
+``version`` (the pipeline API's exactly-once grid sink: the batch id) gives every folded
+write that version: the grid then skips a key it already holds at that version for the
+adapter's ``source``, so a re-run batch writes only what its first run did not
+(``GridAdapter.apply``). ``order`` names the columns rows are ordered by (default
+``ORDER``; the pipeline sink adds a tie-break for several items of one record).
+
 - Hazelcast: the rows are spread over ``tasks.max`` Spark tasks by (cache, key), so each
   key is written by one task; each task applies its share with the adapter (``put_all``
   for puts, removes in parallel), one adapter per Python worker process.
@@ -16,7 +22,7 @@ re-run batch (a crash before Spark committed its offsets) changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
@@ -34,21 +40,24 @@ __all__ = ["APPLY_COLUMNS", "apply_on_driver", "apply_tasks", "fold_writes"]
 APPLY_COLUMNS = ("topic", "partition", "offset", "cache", "key", "value")
 ORDER = ("topic", "partition", "offset")
 
-Row = tuple[str, str, str | None]
-"""(cache, key as JSON text, value as JSON text or None for a tombstone)."""
+Row = tuple[str, str, str | bytes | None]
+"""(cache, key as JSON text, value as JSON text or bytes, None for a tombstone)."""
 
 
-def fold_writes(rows: Iterable[Row], *, updates: bool) -> dict[str, list[Write]]:
+def fold_writes(rows: Iterable[Row], *, updates: bool,
+                version: int | None = None) -> dict[str, list[Write]]:
     """Each cache's writes, one per key, from rows in Kafka order (see the module
-    docstring)."""
-    out: dict[str, dict[str, str | None]] = {}
+    docstring), each with ``version`` (None: unversioned)."""
+    if version is not None and (type(version) is not int or version < 0):
+        raise ValueError(f"a write version must be a non-negative integer: {version!r}")
+    out: dict[str, dict[str, str | bytes | None]] = {}
     for cache, key, value in rows:
         held = out.setdefault(cache, {})
         if updates:
             held[key] = value  # the last write of a key wins
         elif value is not None and key not in held:
             held[key] = value
-    return {cache: [Write(_key(k), None if v is None else orjson.loads(v))
+    return {cache: [Write(_key(k), None if v is None else orjson.loads(v), version)
                     for k, v in held.items()] for cache, held in out.items()}
 
 
@@ -69,13 +78,19 @@ def apply_all(adapter: GridAdapter, writes: dict[str, list[Write]], *, updates: 
 # ------------------------------------------------------------------ the Space: driver
 
 
-def apply_on_driver(adapter: GridAdapter, ok: DataFrame, *, updates: bool) -> int:
+def apply_on_driver(adapter: GridAdapter, ok: DataFrame, *, updates: bool,
+                    version: int | None = None, order: Sequence[str] = ORDER) -> int:
     """Collect the batch's valid rows on the driver and apply them in Kafka order."""
-    table = ok.select(*APPLY_COLUMNS).toArrow()
-    table = table.sort_by([(c, "ascending") for c in ORDER])
+    table = ok.select(*_columns(order)).toArrow()
+    table = table.sort_by([(c, "ascending") for c in order])
     rows = zip(table.column("cache").to_pylist(), table.column("key").to_pylist(),
                table.column("value").to_pylist(), strict=True)
-    return apply_all(adapter, fold_writes(rows, updates=updates), updates=updates)
+    return apply_all(adapter, fold_writes(rows, updates=updates, version=version),
+                     updates=updates)
+
+
+def _columns(order: Sequence[str]) -> list[str]:
+    return [*APPLY_COLUMNS, *(c for c in order if c not in APPLY_COLUMNS)]
 
 
 # ------------------------------------------------------------------ Hazelcast: tasks
@@ -96,16 +111,18 @@ def _adapter(config: HazelcastGridConfig) -> HazelcastAdapter:
 
 
 def apply_tasks(ok: DataFrame, config: HazelcastGridConfig, *, tasks: int,
-                updates: bool) -> int:
+                updates: bool, version: int | None = None,
+                order: Sequence[str] = ORDER) -> int:
     """Spread the valid rows over ``tasks`` tasks by (cache, key), keep Kafka order
     within each, apply each task's share; how many writes (folded) were applied."""
-    spread = (ok.select(*APPLY_COLUMNS).repartition(tasks, "cache", "key")
-              .sortWithinPartitions(*ORDER))
-    counts = spread.mapInArrow(_task(config, updates), "writes long").collect()
+    spread = (ok.select(*_columns(order)).repartition(tasks, "cache", "key")
+              .sortWithinPartitions(*order))
+    counts = spread.mapInArrow(_task(config, updates, version), "writes long").collect()
     return sum(int(row["writes"]) for row in counts)
 
 
-def _task(config: HazelcastGridConfig, updates: bool) -> Callable[
+def _task(config: HazelcastGridConfig, updates: bool, version: int | None = None
+          ) -> Callable[
         [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -116,7 +133,8 @@ def _task(config: HazelcastGridConfig, updates: bool) -> Callable[
                             batch.column("value").to_pylist(), strict=True))
         done = 0
         if rows:
-            done = apply_all(_adapter(config), fold_writes(rows, updates=updates),
+            done = apply_all(_adapter(config), fold_writes(rows, updates=updates,
+                                                           version=version),
                              updates=updates)
         yield pa.RecordBatch.from_pydict({"writes": pa.array([done], pa.int64())})
 
