@@ -36,11 +36,7 @@ def _kafka_props(config: dict[str, Any]) -> dict[str, Any]:
 
 def pipeline_job(config: dict[str, Any]) -> Any:
     from gridstream.pipeline import Guarantee, KafkaSinks, KafkaSources, Pipeline, entry
-
-    if config["sink"] == "map":
-        from gridstream.pipeline import (  # type: ignore[attr-defined,unused-ignore]
-            GridSinks,
-        )
+    from gridstream.pipeline.grids import GridSinks
 
     pipeline = Pipeline.create(name="kills")
     stage = pipeline.read_from(KafkaSources.kafka(
