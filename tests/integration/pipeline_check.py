@@ -1,5 +1,5 @@
 """The numbered records of the pipeline kill tests and the checks of what came out (pure:
-no I/O; unit-tested in ``tests/unit/test_pipeline_check.py``).
+no I/O; unit-tested in ``tests/unit/pipeline/test_kill_checks.py``).
 
 Input record ``i`` (0 ≤ i < count): value ``str(i)``; key ``str(i)`` for the Kafka →
 Kafka runs, ``"k<i mod keys>"`` for the grid runs (several updates per key, in order:

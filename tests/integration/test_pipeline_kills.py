@@ -14,7 +14,7 @@ inside a batch, inside a batch's write), and restarted from its checkpoint each 
 Records are produced before the first run and while the driver is being killed. The
 runs with ≥ 100,000 records and ≥ 5 kills are ``slow`` (``make test-slow``); one short
 run (20,000 records, 2 kills) is in the default suite. The checks' own tests (they fail
-when they should): ``tests/unit/test_pipeline_check.py``.
+when they should): ``tests/unit/pipeline/test_kill_checks.py``.
 """
 
 from __future__ import annotations
