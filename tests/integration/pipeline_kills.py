@@ -46,10 +46,10 @@ _LATEST: Any = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
 
 def produce(bootstrap: str, topic: str, first: int, count: int, *, keys: int | None = None,
-            rate: float | None = None) -> None:
+            rate: float | None = None, hurry: threading.Event | None = None) -> None:
     """Records ``first .. first+count-1`` in order (idempotent producer: each key's
     records keep their order); key ``str(i)``, or ``grid_key(i, keys)``; at most
-    ``rate`` records per second when given."""
+    ``rate`` records per second when given, until ``hurry`` is set."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "enable.idempotence": True})
     started = time.monotonic()
@@ -62,7 +62,7 @@ def produce(bootstrap: str, topic: str, first: int, count: int, *, keys: int | N
                 break
             except BufferError:
                 producer.poll(0.1)
-        if rate is not None and (i - first) % 100 == 99:
+        if rate is not None and (i - first) % 100 == 99 and not (hurry and hurry.is_set()):
             ahead = started + (i - first + 1) / rate - time.monotonic()
             if ahead > 0:
                 time.sleep(ahead)
@@ -71,14 +71,16 @@ def produce(bootstrap: str, topic: str, first: int, count: int, *, keys: int | N
 
 
 class Background:
-    """``produce`` in a thread; ``join`` re-raises its failure."""
+    """``produce`` in a thread (slowly: the kills that wait for a batch find one);
+    ``join`` produces the rest at full speed and re-raises the thread's failure."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.error: BaseException | None = None
+        self.hurry = threading.Event()
 
         def run() -> None:
             try:
-                produce(*args, **kwargs)
+                produce(*args, hurry=self.hurry, **kwargs)
             except BaseException as exc:  # handed to join
                 self.error = exc
 
@@ -86,6 +88,7 @@ class Background:
         self.thread.start()
 
     def join(self, timeout: float = 600) -> None:
+        self.hurry.set()
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "the producer did not finish"
         if self.error is not None:

@@ -66,7 +66,7 @@ def kafka_under_kills(bootstrap: str, topic_factory: Callable[..., str], tmp: Pa
                   tmp, kills=kills, seed=seed, target_partitions=PARTITIONS)
     print(f"seed {seed}: {records} records, {kills} kills, {guarantee}, {engine}", flush=True)
     rest = Background(bootstrap, source, prefill, records - prefill,
-                      rate=(records - prefill) / (kills * 20.0))
+                      rate=(records - prefill) / (kills * 60.0))
     admin = AdminClient({"bootstrap.servers": bootstrap})
     run.kill_loop(admin)
     rest.join()
@@ -166,7 +166,7 @@ def test_exactly_once_kafka_to_hazelcast_map_100k_records_6_driver_kills(
                   tmp_path, kills=kills, seed=seed, styles=("start", "batch"))
     print(f"seed {seed}: {records} records on {keys} keys, {kills} kills", flush=True)
     rest = Background(kafka_bootstrap, source, records // 2, records - records // 2,
-                      keys=keys, rate=(records // 2) / (kills * 20.0))
+                      keys=keys, rate=(records // 2) / (kills * 60.0))
     try:
         run.kill_loop(None)
         rest.join()
