@@ -187,10 +187,14 @@ def test_exactly_once_kafka_to_hazelcast_map_100k_records_6_driver_kills(
 
 
 def _destroy_map(cluster_name: str, member: str, name: str) -> None:
+    """Remove the map and its companion map of write versions."""
     from hazelcast.client import HazelcastClient
+
+    from gridstream.grid.hazelcast._writes import versions_map
 
     client = HazelcastClient(cluster_name=cluster_name, cluster_members=[member])
     try:
-        client.get_map(name).blocking().destroy()
+        for each in (name, versions_map(name)):
+            client.get_map(each).blocking().destroy()
     finally:
         client.shutdown()
