@@ -8,8 +8,10 @@ Kill moments, drawn per kill from the seed: ``start`` (a delay after the process
 starts: Spark's start-up, the query's start, the re-run of the batch in flight),
 ``batch`` (a delay after the driver reports a batch with data starting, once one batch
 of the run has completed: inside the batch) and ``write`` (Kafka sinks: at once when
-the output topic grows during a batch: inside its write, for the exactly-once writer
-inside a transaction if the kill comes before its commit). After each kill the output topic's
+the output topic grows during a batch: inside its write; under ``EXACTLY_ONCE`` the
+process group is then frozen (SIGSTOP) and killed if the output holds an open
+transaction — inside it — or let go on (SIGCONT) to the next write, a few times, if the
+transaction had committed). After each kill the output topic's
 last stable offsets are compared with its high watermarks: a kill that left a
 transaction open is counted (``kills_in_open_transaction``).
 """
@@ -42,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger(__name__)
 
 Record = tuple[bytes | None, bytes | None]
+WRITE_ATTEMPTS = 12
+"""How many writes an exactly-once ``write`` kill lets commit before it kills anyway."""
 _LATEST: Any = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
 
@@ -210,14 +214,26 @@ class KillRun:
             return f"{_last_start(seen)} +{delay:.2f}s"
         assert admin is not None, "write kills watch a Kafka output topic"
         topic, parts = self.config["target"], self.target_partitions
+        transactional = self.config["guarantee"] == "EXACTLY_ONCE"
         before = _ends(admin, topic, parts, IsolationLevel.READ_UNCOMMITTED)
         started = time.monotonic()
-        # the first rows of the batch on the broker: the transaction that holds them
-        # commits within milliseconds, so one read per poll (the kill's check after
-        # says whether it came in time)
-        while _ends(admin, topic, parts, IsolationLevel.READ_UNCOMMITTED) == before:
-            _pump_until(process, lines, seen, None, time.monotonic() + 0.002)
-            assert time.monotonic() - started < 300, "the output never grew"
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            # the first rows of a batch on the broker (one read per poll: a slot's
+            # transaction commits within milliseconds of its rows)
+            while _ends(admin, topic, parts, IsolationLevel.READ_UNCOMMITTED) == before:
+                _pump_until(process, lines, seen, None, time.monotonic() + 0.002)
+                assert time.monotonic() - started < 300, "the output never grew"
+            if not transactional:
+                break
+            # freeze the driver's process group and look: a transaction still open is
+            # killed inside it; one already committed, let the driver go on and retry
+            os.killpg(process.pid, signal.SIGSTOP)
+            if open_transaction(admin, topic, parts):
+                return (f"{_last_start(seen)} +write after "
+                        f"{time.monotonic() - started:.2f}s, frozen inside a transaction "
+                        f"(attempt {attempt})")
+            before = _ends(admin, topic, parts, IsolationLevel.READ_UNCOMMITTED)
+            os.killpg(process.pid, signal.SIGCONT)
         return f"{_last_start(seen)} +write after {time.monotonic() - started:.2f}s"
 
     def finish(self, timeout_s: float = 1200) -> list[str]:
