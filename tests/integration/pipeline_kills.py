@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 Record = tuple[bytes | None, bytes | None]
 WRITE_ATTEMPTS = 12
 """How many writes an exactly-once ``write`` kill lets commit before it kills anyway."""
+FROZEN_S = 1.5
+"""How long the frozen driver is left before its output is looked at (a transaction seen
+open at once may be one whose commit the broker is completing)."""
 _LATEST: Any = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
 
@@ -225,9 +228,11 @@ class KillRun:
                 assert time.monotonic() - started < 300, "the output never grew"
             if not transactional:
                 break
-            # freeze the driver's process group and look: a transaction still open is
-            # killed inside it; one already committed, let the driver go on and retry
+            # freeze the driver's process group and look: a transaction still open once
+            # a commit already asked for has had time to complete on the broker is
+            # killed inside it; one committed, let the driver go on and retry
             os.killpg(process.pid, signal.SIGSTOP)
+            time.sleep(FROZEN_S)
             if open_transaction(admin, topic, parts):
                 return (f"{_last_start(seen)} +write after "
                         f"{time.monotonic() - started:.2f}s, frozen inside a transaction "
