@@ -85,7 +85,12 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     from gridstream.spark import get_spark
 
-    spark = get_spark(app_name=f"bench-pipeline-{side}")
+    conf = {}
+    if side == "native" and trigger == "real_time":
+        # real-time mode reads Kafka through the V2 source only; get_spark turns it off
+        # for micro-batches (spark.sql.streaming.disabledV2MicroBatchReaders)
+        conf["spark.sql.streaming.disabledV2MicroBatchReaders"] = ""
+    spark = get_spark(app_name=f"bench-pipeline-{side}", conf=conf)
     session_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory(prefix="gs-bench-ck-") as checkpoint:
         began = time.perf_counter()
