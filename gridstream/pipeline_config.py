@@ -22,6 +22,12 @@ connector (``gridstream.connect.properties``). TOML layout (see ``docs/pipelines
     trigger = "5 seconds"         # or "available_now"
     sink = { kind = "cassandra", keyspace = "grid" }
 
+    [[pipeline]]                  # a pipeline of the API: it has a source table
+    name = "logs"                 # (docs/pipeline-api.md, examples/pipeline_api.toml)
+    source = { kind = "kafka", topics = ["logs"] }
+    steps = [{ map = "myapp.logs:parse" }]
+    sink = { kind = "kafka", topic = "entries" }
+
     [[connector]]
     name = "people-source"
     kind = "source"               # or "connector.class" = "gridstream.connect.GridSourceConnector"
@@ -56,7 +62,8 @@ from gridstream.connect.config import ConnectorConfig, secret_properties
 from gridstream.errors import ConfigError
 from gridstream.spark.config import PipelineConfig
 
-__all__ = ["PipelineFile", "build_connectors", "build_pipelines", "load_config", "run_config"]
+__all__ = ["PipelineFile", "build_api_jobs", "build_connectors", "build_pipelines",
+           "load_config", "run_config"]
 
 CONNECTOR_CLASSES = {
     "gridstream.connect.GridSourceConnector": "source",
@@ -124,6 +131,9 @@ class PipelineFile(BaseModel):
     types: dict[str, dict[str, Any]] = Field(default_factory=dict)
     pipeline: list[PipelineConfig] = Field(default_factory=list)
     connector: list[ConnectorConfig] = Field(default_factory=list)
+    api_pipelines: list[Any] = Field(default_factory=list, exclude=True)
+    """``[[pipeline]]`` sections with a ``source`` table (pipelines of the API, validated
+    by ``load_config`` into ``gridstream.pipeline.config.ApiPipelineConfig``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -135,14 +145,16 @@ class PipelineFile(BaseModel):
 
     @model_validator(mode="after")
     def _unique(self) -> PipelineFile:
-        if not self.pipeline and not self.connector:
+        if not self.pipeline and not self.connector and not self.api_pipelines:
             raise ValueError("no [[pipeline]] and no [[connector]]: nothing to run")
-        names = [p.name for p in self.pipeline] + [c.name for c in self.connector]
+        names = [p.name for p in self.pipeline] + [c.name for c in self.connector] + [
+            p.name for p in self.api_pipelines]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"pipeline and connector names must be unique: {', '.join(dupes)}")
         checkpoints = [_place(p.checkpoint) for p in self.pipeline] + [
-            _place(c.checkpoint) for c in self.connector]
+            _place(c.checkpoint) for c in self.connector] + [
+            _place(p.checkpoint) for p in self.api_pipelines if p.checkpoint]
         shared = sorted({c for c in checkpoints if checkpoints.count(c) > 1})
         if shared:
             raise ValueError("each pipeline and connector needs its own checkpoint "
@@ -227,12 +239,39 @@ def load_config(source: str | Path | Mapping[str, Any]) -> PipelineFile:
             raise ConfigError(f"{where}: no such file") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
+    raw = _split_api_pipelines(raw, where)
     try:
-        config = PipelineFile.model_validate(dict(raw))
+        config = PipelineFile.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{where} is invalid:\n{_describe(exc)}") from exc
     check_connectors(config, where)
+    build_api_jobs(config, where)  # every function path resolves from the allow-list
     return config
+
+
+def _split_api_pipelines(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``raw`` with its API pipelines (``[[pipeline]]`` with a ``source`` table)
+    validated and moved to ``api_pipelines``; store pipelines stay in ``pipeline``."""
+    from gridstream.pipeline.config import is_api_pipeline, validate_api_pipeline
+
+    data = dict(raw)
+    sections = data.get("pipeline")
+    if not isinstance(sections, list):
+        return data
+    data["pipeline"] = [s for s in sections if not is_api_pipeline(s)]
+    data["api_pipelines"] = [validate_api_pipeline(s, i, where)
+                             for i, s in enumerate(sections) if is_api_pipeline(s)]
+    return data
+
+
+def build_api_jobs(config: PipelineFile, where: str = "pipeline config") -> list[Any]:
+    """The ``PipelineJob`` of each API pipeline of a validated file."""
+    from gridstream.connect.filters import allowed_modules
+    from gridstream.pipeline.config import build_job
+
+    allowed = allowed_modules(config.run.allowed_modules)
+    return [build_job(p, i, where, config.kafka, allowed)
+            for i, p in enumerate(config.api_pipelines)]
 
 
 def build_pipelines(config: PipelineFile) -> list[Any]:
@@ -279,7 +318,8 @@ def run_config(path: str | Path) -> int:
     from gridstream.spark.session import get_spark
 
     config = load_config(path)
-    pipelines = [*build_pipelines(config), *build_connectors(config)]
+    pipelines = [*build_pipelines(config), *build_api_jobs(config, str(path)),
+                 *build_connectors(config)]
     settings = config.spark
     restarts = {p.name: RestartPolicy(config.run.max_restarts, config.run.restart_delay_s)
                 for p in pipelines}

@@ -30,7 +30,6 @@ import contextlib
 import io
 import math
 import re
-import struct
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,7 +40,6 @@ from gridstream.connect._avro_schema import (
     Memory,
     Shape,
     check_value,
-    full_name,
     load_declared,
     record_name,
     remember,
@@ -52,8 +50,8 @@ from gridstream.connect.config import ConverterConfig
 from gridstream.connect.converters import Converter
 from gridstream.errors import CodecError, ConfigError
 from gridstream.grid.contract import Value
+from gridstream.protocol.confluent import SchemaIds, frame, subject_name, unframe
 from gridstream.protocol.registry import (
-    MAGIC,
     Registry,
     SchemaRegistryClientRegistry,
     redacted_url,
@@ -63,7 +61,6 @@ from gridstream.protocol.values import wire_default
 __all__ = ["AvroConverter", "Registry", "SchemaRegistryClientRegistry", "redacted_url"]
 
 
-_HEADER = struct.Struct(">bI")
 _MAX_CACHED = 4096
 """Writer schemas (and registered ids) kept per converter: values of ever new shapes
 (dynamic keys) start the cache afresh instead of growing it without bound."""
@@ -167,8 +164,7 @@ class AvroConverter(Converter):
                           for cache, schema in declared.items()}
         self._declared_text = {cache: orjson.dumps(schema).decode()
                                for cache, schema in declared.items()}
-        self._ids: dict[tuple[str, str], int] = {}
-        self._refused: dict[tuple[str, str], str] = {}
+        self._ids = SchemaIds(registry, limit=_MAX_CACHED)
         self._writers: dict[tuple[str, str, Shape], _Writer] = {}
         self._readers: dict[int, Any] = {}
         self._wire: dict[int, bool] = {}
@@ -187,33 +183,11 @@ class AvroConverter(Converter):
             raise error(f"{what} is not a valid Avro schema: {exc}") from exc
 
     def subject(self, topic: str, schema: Mapping[str, Any]) -> str:
-        strategy = self.config.subject_name_strategy
-        if strategy == "topic":
-            return f"{topic}-value"
-        if strategy == "record":
-            return full_name(schema)
-        return f"{topic}-{full_name(schema)}"
+        return subject_name(self.config.subject_name_strategy, topic, schema, is_key=False)
 
     def _schema_id(self, subject: str, text: str) -> int:
-        """The registered id (a refusal is remembered too: the records of a refused
-        schema do not each ask the registry again)."""
-        key = (subject, text)
-        schema_id = self._ids.get(key)
-        if schema_id is None:
-            refused = self._refused.get(key)
-            if refused is not None:
-                raise CodecError(refused)
-            try:
-                schema_id = self.registry.register(subject, text)
-            except CodecError as exc:
-                if len(self._refused) >= _MAX_CACHED:
-                    self._refused.clear()
-                self._refused[key] = str(exc)
-                raise
-            if len(self._ids) >= _MAX_CACHED:
-                self._ids.clear()
-            self._ids[key] = schema_id
-        return schema_id
+        """The registered id (refusals remembered: see ``SchemaIds``)."""
+        return self._ids.register(subject, text)
 
     def _writer(self, topic: str, cache: str, value: Value) -> _Writer:
         declared = self._declared.get(cache)
@@ -225,7 +199,7 @@ class AvroConverter(Converter):
                 subject = self.subject(topic, orjson.loads(text))
                 schema_id = self._schema_id(subject, text)
                 self._readers.setdefault(schema_id, declared)
-                writer = _Writer(_HEADER.pack(MAGIC, schema_id), declared, True)
+                writer = _Writer(frame(schema_id), declared, True)
                 self._writers[key] = writer
             return writer
         shape = shape_of(value)
@@ -253,7 +227,7 @@ class AvroConverter(Converter):
         text = orjson.dumps(schema).decode()
         schema_id = self._schema_id(subject, text)
         self._readers.setdefault(schema_id, parsed)
-        writer = _Writer(_HEADER.pack(MAGIC, schema_id), parsed, False)
+        writer = _Writer(frame(schema_id), parsed, False)
         remember(schema, memory)
         return writer
 
@@ -293,13 +267,10 @@ class AvroConverter(Converter):
     def decode_value(self, topic: str, data: bytes | None) -> Value | None:
         if data is None:
             return None
-        if len(data) < _HEADER.size or data[0] != MAGIC:
-            raise CodecError("value is not Confluent-framed Avro (magic byte 0 and a "
-                             "4-byte schema id expected)")
-        _, schema_id = _HEADER.unpack_from(data)
+        schema_id = unframe(data)
         parsed = self._reader(schema_id)
         body = io.BytesIO(data)
-        body.seek(_HEADER.size)
+        body.seek(5)
         try:
             value = self._fastavro.schemaless_reader(body, parsed, None)
         except (ValueError, TypeError, EOFError, IndexError, UnicodeDecodeError,

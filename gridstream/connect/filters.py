@@ -1,4 +1,5 @@
-"""``cacheFilter``: an entry predicate named by import path, from an allow-list only.
+"""Functions named by import path, from an allow-list only: ``cacheFilter`` (an entry
+predicate of the connectors), the pipeline steps of a run file (``load_function``).
 
 Configuration never loads arbitrary code: ``load_filter("myapp.filters:active",
 allowed=["myapp.filters"])`` imports ``myapp.filters`` only because the operator listed
@@ -16,7 +17,7 @@ from collections.abc import Callable, Sequence
 from gridstream.errors import ConfigError
 from gridstream.grid.contract import Key, Value
 
-__all__ = ["ALLOWED_ENV", "EntryFilter", "allowed_modules", "load_filter"]
+__all__ = ["ALLOWED_ENV", "EntryFilter", "allowed_modules", "load_filter", "load_function"]
 
 ALLOWED_ENV = "GRIDSTREAM_ALLOWED_MODULES"
 EntryFilter = Callable[[str, Key, Value], bool]
@@ -28,13 +29,13 @@ def allowed_modules(configured: Sequence[str] = ()) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*configured, *extra]))
 
 
-def _split(path: str) -> tuple[str, str]:
+def _split(path: str, what: str) -> tuple[str, str]:
     if ":" in path:
         module, _, name = path.partition(":")
     else:
         module, _, name = path.rpartition(".")
     if not module or not name or not name.isidentifier():
-        raise ConfigError(f"cacheFilter {path!r}: give 'module:function'")
+        raise ConfigError(f"{what} {path!r}: give 'module:function'")
     return module, name
 
 
@@ -46,23 +47,30 @@ def load_filter(path: str, allowed: Sequence[str]) -> EntryFilter:
     """The predicate at ``path``; ``ConfigError`` unless its module is allowed exactly
     (or is a submodule of an allowed package), it is callable and it is defined in an
     allowed module (not merely imported by one)."""
-    module, name = _split(path)
+    return load_function(path, allowed, what="cacheFilter")  # type: ignore[return-value]
+
+
+def load_function(path: str, allowed: Sequence[str], *,
+                  what: str = "function") -> Callable[..., object]:
+    """The function at ``path`` (``"module:function"`` or ``"module.function"``), by
+    the rules of ``load_filter``; ``what`` names the option in errors."""
+    module, name = _split(path, what)
     if not _allowed(module, allowed):
-        raise ConfigError(f"cacheFilter {path!r}: module {module!r} is not in the allow-list "
+        raise ConfigError(f"{what} {path!r}: module {module!r} is not in the allow-list "
                           f"(allowed_modules / {ALLOWED_ENV}); configuration never imports "
                           "code the operator has not allowed")
     try:
         loaded = importlib.import_module(module)
     except ImportError as exc:
-        raise ConfigError(f"cacheFilter {path!r}: cannot import {module!r}: {exc}") from exc
+        raise ConfigError(f"{what} {path!r}: cannot import {module!r}: {exc}") from exc
     fn = getattr(loaded, name, None)
     if not callable(fn):
-        raise ConfigError(f"cacheFilter {path!r}: {module}.{name} is not a function")
+        raise ConfigError(f"{what} {path!r}: {module}.{name} is not a function")
     # a name the allowed module imported from elsewhere (os.system, subprocess.run, ...)
     # is not the operator's code: the function must be defined in an allowed module
     home = getattr(fn, "__module__", None)
     if not isinstance(home, str) or not _allowed(home, allowed):
-        raise ConfigError(f"cacheFilter {path!r}: {module}.{name} is defined in module "
+        raise ConfigError(f"{what} {path!r}: {module}.{name} is defined in module "
                           f"{home!r}, which is not in the allow-list ({ALLOWED_ENV} / "
                           "allowed_modules); only functions defined in an allowed module "
                           "are used")

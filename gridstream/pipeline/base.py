@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
@@ -66,6 +66,13 @@ class RunContext:
     """``None`` (as fast as possible), ``"5 seconds"``, ``"available_now"`` or
     ``"real_time"``."""
     allowed_modules: tuple[str, ...] = ()
+    errors: Literal["fail", "log", "dead_letter"] = "fail"
+    """The error policy for rows whose decode, step or encode raised (``_gs_error``)."""
+    dead_letter_topic: str | None = None
+    """Under ``errors="dead_letter"``: the topic of the dead letters."""
+    dead_letter_options: Mapping[str, str] = field(default_factory=dict)
+    """Spark Kafka options (``kafka.bootstrap.servers``, ...) to write dead letters with
+    when the sink is not a Kafka sink of the same cluster (secrets: never print)."""
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,9 @@ class Registry(Protocol):
     def latest(self, subject: str) -> str | None:
         """The subject's latest schema text, or None without one."""
 
+    def lookup(self, subject: str, schema: str) -> int | None:
+        """The id of ``schema`` if ``subject`` holds it (never registers), else None."""
+
     def close(self) -> None:
         """Release the client."""
 
@@ -116,11 +119,41 @@ class SchemaRegistryClientRegistry:
         except SchemaRegistryError as exc:
             if exc.http_status_code in (_INCOMPATIBLE, _INVALID):
                 what = "incompatible" if exc.http_status_code == _INCOMPATIBLE else "invalid"
+                rule = f" (compatibility rule {self._rule(subject)})" \
+                    if exc.http_status_code == _INCOMPATIBLE else ""
                 raise CodecError(f"the registry refused the schema for subject {subject!r} "
-                                 f"as {what}: {exc.error_message}") from exc
+                                 f"as {what}{rule}: {exc.error_message}") from exc
             raise self._failed(f"registering subject {subject!r}", exc) from exc
         except Exception as exc:  # httpx / socket errors: the registry, not the record
             raise self._failed(f"registering subject {subject!r}", exc) from exc
+
+    def _rule(self, subject: str) -> str:
+        """The subject's compatibility rule (its own, else the registry's), for a refusal's
+        message; ``unknown`` if the registry does not say."""
+        client = self._open()
+        for ask in (lambda: client.get_compatibility(subject), client.get_compatibility):
+            try:
+                level = ask()
+            except Exception:  # noqa: S112 - a message detail: the refusal itself stands
+                continue
+            if level:
+                return str(level)
+        return "unknown"
+
+    def lookup(self, subject: str, schema: str) -> int | None:
+        from confluent_kafka.schema_registry import Schema
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        client = self._open()
+        try:
+            found = client.lookup_schema(subject, Schema(schema, "AVRO"))
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == _NOT_FOUND:
+                return None
+            raise self._failed(f"looking up a schema in subject {subject!r}", exc) from exc
+        except Exception as exc:
+            raise self._failed(f"looking up a schema in subject {subject!r}", exc) from exc
+        return int(found.schema_id)
 
     def schema(self, schema_id: int) -> str | None:
         from confluent_kafka.schema_registry.error import SchemaRegistryError

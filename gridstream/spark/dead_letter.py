@@ -30,6 +30,7 @@ __all__ = [
     "H_REASON",
     "H_TOPIC",
     "ErrorPolicy",
+    "error_headers",
     "raise_first",
     "write_dead_letters",
 ]
@@ -66,6 +67,24 @@ def _header(name: str, value: Column) -> Column:
                     .alias("value"))
 
 
+def error_headers(reason: Column, topic: Column, partition: Column, offset: Column, *,
+                  origin: tuple[str, str],
+                  more: Mapping[str, Column] | None = None) -> Column:
+    """The headers a dead letter adds (an array of Kafka header structs): the reason,
+    where the record came from, ``origin`` (header name, value: the pipeline or
+    connector), and each ``more`` entry (header name → column)."""
+    import pyspark.sql.functions as F
+
+    return F.array(
+        _header(H_REASON, reason),
+        _header(H_TOPIC, topic),
+        _header(H_PARTITION, partition),
+        _header(H_OFFSET, offset),
+        _header(origin[0], F.lit(origin[1])),
+        *(_header(name, column) for name, column in (more or {}).items()),
+    )
+
+
 def write_dead_letters(bad: DataFrame, topic: str, pipeline: str,
                        kafka_options: Mapping[str, str], *, origin_header: str = H_PIPELINE,
                        more_headers: Mapping[str, str] | None = None) -> None:
@@ -78,14 +97,10 @@ def write_dead_letters(bad: DataFrame, topic: str, pipeline: str,
     import pyspark.sql.functions as F
 
     empty = F.array().cast("array<struct<key:string,value:binary>>")
-    added = F.array(
-        _header(H_REASON, F.col("error")),
-        _header(H_TOPIC, F.col("topic")),
-        _header(H_PARTITION, F.col("kafka_partition")),
-        _header(H_OFFSET, F.col("offset")),
-        _header(origin_header, F.lit(pipeline)),
-        *(_header(name, F.col(column)) for name, column in (more_headers or {}).items()),
-    )
+    added = error_headers(
+        F.col("error"), F.col("topic"), F.col("kafka_partition"), F.col("offset"),
+        origin=(origin_header, pipeline),
+        more={name: F.col(column) for name, column in (more_headers or {}).items()})
     letters = bad.select(
         F.col("key"), F.col("value"),
         F.concat(F.coalesce(F.col("headers"), empty), added).alias("headers"),

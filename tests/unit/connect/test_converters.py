@@ -329,6 +329,11 @@ class FakeRegistry:
         ids = self.subjects.get(subject)
         return self.schemas[ids[-1]] if ids else None
 
+    def lookup(self, subject: str, schema: str) -> int | None:
+        self.calls.append(("lookup", subject))
+        found = [i for i in self.subjects.get(subject, []) if self.schemas[i] == schema]
+        return found[0] if found else None
+
     def close(self) -> None:
         self.calls.append(("close", None))
 

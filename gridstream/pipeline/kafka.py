@@ -1,0 +1,280 @@
+"""Kafka sources and sinks of the pipeline API.
+
+Properties are Kafka's (``bootstrap.servers``, ``key.deserializer``, ``value.serializer``,
+``auto.offset.reset``, ``group.id``, security settings...): client properties pass
+through to Spark's Kafka source and sink as ``kafka.<name>``; the (de)serializers come
+from ``gridstream.pipeline.serde``; ``auto.offset.reset`` says where a query with no
+checkpoint position starts. Under ``EXACTLY_ONCE`` the sink writes through
+``KafkaExactlyOnceWriter`` (``foreachBatch``), otherwise through Spark's Kafka sink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from gridstream.errors import ConfigError
+from gridstream.kafka import KafkaProperties, redact
+from gridstream.pipeline import serde
+from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink, Source
+from gridstream.pipeline.errors import route_to_kafka
+from gridstream.pipeline.streaming import configure, good_rows, observed
+from gridstream.spark.kafka_source import SPARK_MANAGED, client_options, source_options
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = ["KafkaSink", "KafkaSinks", "KafkaSource", "KafkaSources", "Projection"]
+
+Projection = Literal["entry", "value", "record"]
+_SERDE_PREFIXES = ("key.", "value.", "schema.registry.", "basic.auth.",
+                   "auto.register.schemas", "use.latest.version", "unknown_fields")
+"""Properties of the (de)serializers, not of the Kafka clients."""
+_SOURCE_OWN = frozenset({"isolation.level", "group.id"})
+
+
+def _split(props: Mapping[str, Any], owner: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Bootstrap servers, client properties, (de)serializer properties."""
+    if not isinstance(props, Mapping):
+        raise ConfigError(f"{owner}: properties must be a mapping")
+    bootstrap = props.get("bootstrap.servers")
+    if not bootstrap:
+        raise ConfigError(f"{owner}: properties need bootstrap.servers")
+    client = {k: v for k, v in props.items()
+              if k != "bootstrap.servers" and not k.startswith(_SERDE_PREFIXES)}
+    serde_props = {k: v for k, v in props.items() if k.startswith(_SERDE_PREFIXES)}
+    return str(bootstrap), client, serde_props
+
+
+def _flag(value: Any) -> bool:
+    return str(value).strip().lower() == "true"
+
+
+class KafkaSource(Source):
+    """Spark's Kafka source; items per ``projection``."""
+
+    stateless_ok = True
+
+    def __init__(self, props: Mapping[str, Any], topics: str | Sequence[str] | None, *,
+                 projection: Projection = "entry", pattern: str | None = None,
+                 max_offsets_per_trigger: int | None = None) -> None:
+        if projection not in ("entry", "value", "record"):
+            raise ConfigError(f"projection {projection!r}: use 'entry', 'value' or 'record'")
+        self.bootstrap, client, serde_props = _split(props, "KafkaSources.kafka")
+        self.topics = [topics] if isinstance(topics, str) else (
+            list(topics) if topics is not None else None)
+        if self.topics is not None and not all(self.topics):
+            raise ConfigError("KafkaSources.kafka: empty topic name")
+        self.pattern, self.projection = pattern, projection
+        self.max_offsets_per_trigger = max_offsets_per_trigger
+        reset = str(client.get("auto.offset.reset", "latest")).strip().lower()
+        if reset not in ("earliest", "latest"):
+            raise ConfigError(f"auto.offset.reset {reset!r}: use 'earliest' or 'latest'")
+        self.starting_offsets = reset
+        self.isolation_level = str(client.get("isolation.level", "read_committed"))
+        self.group_id = client.get("group.id")
+        self.group_commit = bool(self.group_id) and _flag(client.get("enable.auto.commit"))
+        self.client = KafkaProperties({k: v for k, v in client.items()
+                                       if k not in SPARK_MANAGED and k not in _SOURCE_OWN})
+        self.key_de = serde.deserializer(serde_props, is_key=True)
+        self.value_de = serde.deserializer(serde_props, is_key=False)
+        if self.topics is None and pattern is None:
+            raise ConfigError("KafkaSources.kafka: give topics or a pattern")
+
+    def describe(self) -> str:
+        what = ",".join(self.topics) if self.topics else f"pattern {self.pattern!r}"
+        return (f"kafka {what} @ {self.bootstrap} ({self.projection}; "
+                f"key {self.key_de!r}, value {self.value_de!r}; "
+                f"{redact(dict(self.client.items()))})")
+
+    def options(self, context: RunContext, starting_offsets: str | None = None,
+                ) -> dict[str, str]:
+        """The Spark Kafka source's options (secrets unwrapped: never print)."""
+        config = dict(self.client.client_config())
+        if self.group_id:
+            config["group.id"] = self.group_id
+        return source_options(
+            self.bootstrap, config, topics=self.topics, pattern=self.pattern,
+            starting_offsets=starting_offsets or self.starting_offsets,
+            isolation_level=self.isolation_level,
+            include_headers=self.projection == "record",
+            max_offsets_per_trigger=self.max_offsets_per_trigger)
+
+    def flow(self, spark: SparkSession, context: RunContext) -> Flow:
+        import pyspark.sql.functions as F
+
+        from gridstream.pipeline.groups import starting_offsets
+
+        start = None
+        if context.guarantee == Guarantee.NONE and self.group_commit:
+            start = starting_offsets(self, context)
+        from gridstream.pipeline.serde import decode_columns
+
+        raw = spark.readStream.format("kafka").options(**self.options(context, start)).load()
+        meta = ["topic", "partition", "offset", "timestamp"]
+        if self.projection == "record":
+            meta.append("headers")
+        where = F.concat(F.col("topic"), F.lit("["), F.col("partition").cast("string"),
+                         F.lit("]@"), F.col("offset").cast("string"))
+        base = raw.select("key", "value", *meta, F.col("timestamp").alias("_gs_ts"),
+                          where.alias("_gs_where"))
+        decoded = decode_columns(base, self.key_de, self.value_de)
+        hidden = [c for c in decoded.df.columns if c.startswith("_gs_")]
+        notes = ("jvm: kafka source", *decoded.notes)
+        if decoded.decode is not None:  # some side decodes in Python, at the pass's head
+            df = decoded.df.select("key", "value", *meta, *hidden)
+            return Flow(df, self.projection, _ItemDecode(decoded.decode, self.projection),
+                        notes)
+        visible = {"entry": ["key", "value"], "value": ["value"],
+                   "record": ["topic", "partition", "offset", "timestamp", "key", "value",
+                              "headers"]}[self.projection]
+        return Flow(decoded.df.select(*visible, *hidden), self.projection, None, notes)
+
+
+class _ItemDecode:
+    """The Python decode head: a row of the source's columns → the item (picklable)."""
+
+    def __init__(self, decode: Callable[[dict[str, Any]], dict[str, Any]],
+                 projection: Projection) -> None:
+        self.decode, self.projection = decode, projection
+
+    def __call__(self, row: dict[str, Any]) -> Any:
+        from gridstream.pipeline.api import KafkaRecord
+
+        row = self.decode(row)
+        if self.projection == "value":
+            return row["value"]
+        if self.projection == "entry":
+            return (row["key"], row["value"])
+        headers = tuple((h["key"], h["value"]) for h in row.get("headers") or ())
+        return KafkaRecord(row["topic"], row["partition"], row["offset"], row["timestamp"],
+                           row["key"], row["value"], headers)
+
+
+class KafkaSink(Sink):
+    """Spark's Kafka sink (``NONE``, ``AT_LEAST_ONCE``) or the exactly-once writer."""
+
+    def __init__(self, props: Mapping[str, Any], topic: str, *,
+                 key_fn: Callable[[Any], Any] | None = None,
+                 value_fn: Callable[[Any], Any] | None = None,
+                 guarantee: Guarantee | str | None = None) -> None:
+        if not topic:
+            raise ConfigError("KafkaSinks.kafka: give a topic")
+        self.bootstrap, client, serde_props = _split(props, "KafkaSinks.kafka")
+        self.topic, self.key_fn, self.value_fn = topic, key_fn, value_fn
+        try:
+            self.cap = Guarantee(guarantee) if guarantee is not None else Guarantee.EXACTLY_ONCE
+        except ValueError as exc:
+            raise ConfigError(f"guarantee {guarantee!r}: use one of "
+                              f"{', '.join(Guarantee)}") from exc
+        self.client = KafkaProperties(client)
+        self.key_ser = serde.serializer(serde_props, is_key=True)
+        self.value_ser = serde.serializer(serde_props, is_key=False)
+        self.foreach_batch = False
+        self._writer: Any = None
+
+    def describe(self) -> str:
+        return (f"kafka {self.topic} @ {self.bootstrap} (key {self.key_ser!r}, value "
+                f"{self.value_ser!r}; {redact(dict(self.client.items()))})")
+
+    def columns(self) -> str:
+        return "key binary, value binary"
+
+    def encode(self, item: Any) -> dict[str, Any]:
+        if self.key_fn is not None or self.value_fn is not None:
+            key = self.key_fn(item) if self.key_fn is not None else None
+            value = self.value_fn(item) if self.value_fn is not None else item
+        elif isinstance(item, tuple) and len(item) == 2:
+            key, value = item
+        else:
+            key, value = None, item
+        return {"key": self.key_ser.python(self.topic, key),
+                "value": self.value_ser.python(self.topic, value)}
+
+    def jvm_encode(self, flow: Flow) -> DataFrame | None:
+        """The flow's columns serialized in the JVM, or None (Python must encode)."""
+        import pyspark.sql.functions as F
+
+        if self.key_fn is not None or self.value_fn is not None:
+            return None
+        names = [c for c in flow.df.columns if not c.startswith("_gs_")]
+        no_key = F.lit(None).cast("binary")
+        types = {f.name: f.dataType.simpleString() for f in flow.df.schema.fields}
+
+        def jvm(ser: serde.Serializer, column: str) -> Column | None:
+            if ser.jvm_type is None or types.get(column) != ser.jvm_type:
+                return None  # no JVM form for this type: the Python pass encodes
+            return ser.jvm(F.col(column), self.topic)
+
+        if flow.item == "entry" or (flow.item == "row" and set(names) == {"key", "value"}):
+            key_bytes, value_bytes = jvm(self.key_ser, "key"), jvm(self.value_ser, "value")
+        elif flow.item == "value" or (flow.item == "row" and names == ["value"]):
+            key_bytes, value_bytes = no_key, jvm(self.value_ser, "value")
+        else:
+            return None
+        if key_bytes is None or value_bytes is None:
+            return None
+        hidden = [c for c in flow.df.columns if c.startswith("_gs_")]
+        return flow.df.select(key_bytes.alias("key"), value_bytes.alias("value"), *hidden)
+
+    def producer_options(self) -> dict[str, str]:
+        """Spark Kafka sink options (secrets unwrapped: never print)."""
+        return client_options(self.bootstrap, self.client.client_config())
+
+    def start(self, flow: Flow, context: RunContext,
+              on_batch: Callable[[int, dict[str, Any]], None]) -> StreamingQuery:
+        df = route_to_kafka(good_rows(observed(flow.df), context), context, self.topic)
+        if context.guarantee != Guarantee.EXACTLY_ONCE:
+            writer = df.writeStream.format("kafka").options(**self.producer_options())
+            return configure(writer, context).start()
+        from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
+
+        config = dict(self.client.client_config())
+        timeout = int(config.pop("transaction.timeout.ms", 60_000))
+        for owned in ("enable.idempotence", "acks", "transactional.id"):
+            config.pop(owned, None)
+        self.foreach_batch = True
+        self._writer = writer_ = KafkaExactlyOnceWriter(
+            self.bootstrap, name=context.name, properties=config,
+            transaction_timeout_ms=timeout,
+            trigger=None if context.trigger in (None, "available_now") else context.trigger)
+
+        def batch(batch_df: DataFrame, batch_id: int) -> None:
+            result = writer_.write(batch_df, batch_id)
+            on_batch(batch_id, {"written": result.written, "skipped": result.skipped})
+
+        return configure(df.writeStream.foreachBatch(batch), context).start()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+class KafkaSources:
+    """Factories of Kafka sources."""
+
+    @staticmethod
+    def kafka(props: Mapping[str, Any], topics: str | Sequence[str] | None = None, *,
+              projection: Projection = "entry", pattern: str | None = None,
+              max_offsets_per_trigger: int | None = None) -> KafkaSource:
+        """Read ``topics`` (or the topics matching ``pattern``): items are ``(key,
+        value)`` tuples (``projection="entry"``), the value alone (``"value"``) or
+        ``KafkaRecord`` (``"record"``)."""
+        return KafkaSource(props, topics, projection=projection, pattern=pattern,
+                           max_offsets_per_trigger=max_offsets_per_trigger)
+
+
+class KafkaSinks:
+    """Factories of Kafka sinks."""
+
+    @staticmethod
+    def kafka(props: Mapping[str, Any], topic: str, *,
+              key_fn: Callable[[Any], Any] | None = None,
+              value_fn: Callable[[Any], Any] | None = None,
+              guarantee: Guarantee | str | None = None) -> KafkaSink:
+        """Write to ``topic``: a ``(key, value)`` item gives key and value, any other
+        item is the value (no key); ``key_fn``/``value_fn`` pick them instead.
+        ``guarantee`` lowers the pipeline's (never raises it)."""
+        return KafkaSink(props, topic, key_fn=key_fn, value_fn=value_fn,
+                         guarantee=guarantee)

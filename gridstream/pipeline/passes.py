@@ -1,0 +1,303 @@
+"""The Python passes: the functions ``mapInArrow`` runs on the executors.
+
+``ItemPass`` is the fused pass: for each row of an Arrow batch, the source's decode (or
+the item shape), every per-item step, then the tail (the sink's ``encode``, or the
+conversion of items to the rows of a structured flow). ``BatchPass`` runs a
+``map_batch`` function on the error-free rows of a batch. Both copy the hidden columns
+(``_gs_ts``, ``_gs_where``, the raw bytes) from each output row's input row, and turn a
+row whose decode, step or encode raises into an error row (``_gs_error``, ``_gs_stage``
+set, visible columns null) — or, under ``errors="fail"``, raise ``RecordError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gridstream.errors import CodecError, RecordError
+from gridstream.pipeline.api import KafkaRecord
+from gridstream.pipeline.base import HIDDEN, ItemShape
+from gridstream.pipeline.serde._columns import DecodeError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["BatchPass", "ItemPass", "item_reader", "to_row"]
+
+log = logging.getLogger("gridstream.pipeline")
+
+_COPIED = ("_gs_ts", "_gs_where", "_gs_raw_key", "_gs_raw_value")
+
+
+def to_row(names: Sequence[str]) -> Callable[[Any], list[Any]]:
+    """An item of a structured step → its values in field order (a dict by name, a
+    tuple or list in order, a single value for a one-column schema)."""
+    width = len(names)
+
+    def convert(item: Any) -> list[Any]:
+        if isinstance(item, dict):
+            return [item.get(n) for n in names]
+        if isinstance(item, tuple | list) and len(item) == width:
+            return list(item)
+        if width == 1 and not isinstance(item, tuple | list):
+            return [item]
+        raise CodecError(f"an item of a structured step must be a dict of {list(names)} or "
+                         f"a tuple of {width} values, not {type(item).__name__}")
+    return convert
+
+
+def item_reader(shape: ItemShape, decode: Callable[[dict[str, Any]], Any] | None,
+                columns: dict[str, list[Any]]) -> Callable[[int], Any]:
+    """Row ``i`` of the batch's visible columns → the item the first step sees."""
+    if decode is not None:
+        names = list(columns)
+        return lambda i: decode({n: columns[n][i] for n in names})
+    if shape == "entry":
+        keys, values = columns.get("key") or [None] * _length(columns), columns["value"]
+        return lambda i: (keys[i], values[i])
+    if shape == "value":
+        values = columns["value"]
+        return lambda i: values[i]
+    if shape == "record":
+        c = columns
+        return lambda i: KafkaRecord(c["topic"][i], c["partition"][i], c["offset"][i],
+                                     c["timestamp"][i], c["key"][i], c["value"][i],
+                                     _headers(c["headers"][i] if "headers" in c else None))
+    names = list(columns)
+    return lambda i: {n: columns[n][i] for n in names}
+
+
+def _length(columns: dict[str, list[Any]]) -> int:
+    return len(next(iter(columns.values()))) if columns else 0
+
+
+def _headers(raw: Any) -> tuple[tuple[str, bytes | None], ...]:
+    if not raw:
+        return ()
+    return tuple((h["key"], h["value"]) for h in raw)
+
+
+@dataclass(frozen=True)
+class _Out:
+    schema: pa.Schema
+    names: tuple[str, ...]
+
+
+class _Builder:
+    """The output rows of one batch: visible values, input row index, error."""
+
+    def __init__(self, width: int) -> None:
+        self.values: list[list[Any]] = [[] for _ in range(width)]
+        self.source: list[int] = []
+        self.errors: list[str | None] = []
+        self.stages: list[str | None] = []
+
+    def add(self, row: Sequence[Any], source: int) -> None:
+        for column, value in zip(self.values, row, strict=True):
+            column.append(value)
+        self.source.append(source)
+        self.errors.append(None)
+        self.stages.append(None)
+
+    def add_error(self, source: int, reason: str, stage: str) -> None:
+        for column in self.values:
+            column.append(None)
+        self.source.append(source)
+        self.errors.append(reason)
+        self.stages.append(stage)
+
+
+class _Policy:
+    def __init__(self, pipeline: str, errors: str) -> None:
+        self.pipeline, self.errors = pipeline, errors
+
+    def error(self, out: _Builder, source: int, where: str, stage: str, reason: str,
+              cause: BaseException | None) -> None:
+        if self.errors == "fail":
+            raise RecordError(reason, where=where, stage=stage) from cause
+        if self.errors == "log":
+            log.warning("pipeline %s: %s: %s: %s (row skipped)", self.pipeline, where, stage,
+                        reason)
+        out.add_error(source, reason, stage)
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _finish(batch: pa.RecordBatch, out: _Builder, target: _Out,
+            policy: _Policy, stage: str, where: list[Any]) -> pa.RecordBatch:
+    """The output batch: visible values converted to Arrow (a row whose values do not
+    fit the schema becomes an error row), hidden columns taken from the input rows."""
+    import pyarrow as pa
+
+    visible = [f for f in target.schema if f.name not in HIDDEN]
+    try:
+        arrays = [pa.array(v, type=f.type) for v, f in zip(out.values, visible, strict=True)]
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        _mark_unfit(out, visible, policy, stage, where)
+        arrays = [pa.array(v, type=f.type) for v, f in zip(out.values, visible, strict=True)]
+    index = pa.array(out.source, type=pa.int64())
+    hidden: dict[str, pa.Array] = {}
+    for name in _COPIED:
+        hidden[name] = batch.column(name).take(index).cast(target.schema.field(name).type)
+    hidden["_gs_error"] = pa.array(out.errors, type=pa.string())
+    hidden["_gs_stage"] = pa.array(out.stages, type=pa.string())
+    columns = iter(arrays)
+    return pa.RecordBatch.from_arrays(
+        [hidden[f.name] if f.name in HIDDEN else next(columns) for f in target.schema],
+        schema=target.schema)
+
+
+def _mark_unfit(out: _Builder, visible: list[Any], policy: _Policy, stage: str,
+                where: list[Any]) -> None:
+    import pyarrow as pa
+
+    for row in range(len(out.source)):
+        if out.errors[row] is not None:
+            continue
+        for column, field in zip(out.values, visible, strict=True):
+            try:
+                pa.array([column[row]], type=field.type)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                reason = f"column {field.name!r} ({field.type}): {_reason(exc)}"
+                if policy.errors == "fail":
+                    raise RecordError(reason, where=str(where[out.source[row]]),
+                                      stage=stage) from exc
+                if policy.errors == "log":
+                    log.warning("pipeline %s: %s: %s: %s (row skipped)", policy.pipeline,
+                                where[out.source[row]], stage, reason)
+                for c in out.values:
+                    c[row] = None
+                out.errors[row], out.stages[row] = reason, stage
+                break
+
+
+class ItemPass:
+    """The fused per-item pass (picklable: shipped to the executors)."""
+
+    def __init__(self, *, pipeline: str, errors: str, shape: ItemShape,
+                 decode: Callable[[dict[str, Any]], Any] | None,
+                 steps: Sequence[tuple[str, Callable[[Any], Any], str]],
+                 tail: Callable[[Any], Sequence[Any]], tail_stage: str,
+                 schema: pa.Schema) -> None:
+        self.policy = _Policy(pipeline, errors)
+        self.shape, self.decode, self.steps = shape, decode, tuple(steps)
+        self.tail, self.tail_stage = tail, tail_stage
+        self.target = _Out(schema, tuple(schema.names))
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield self.batch(batch)
+
+    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        names = [n for n in batch.schema.names if n not in HIDDEN]
+        columns = {n: batch.column(n).to_pylist() for n in names}
+        where = batch.column("_gs_where").to_pylist()
+        in_errors = batch.column("_gs_error").to_pylist()
+        in_stages = batch.column("_gs_stage").to_pylist()
+        read = item_reader(self.shape, self.decode, columns)
+        width = len([n for n in self.target.names if n not in HIDDEN])
+        out, policy, steps, tail = _Builder(width), self.policy, self.steps, self.tail
+        for i in range(batch.num_rows):
+            if in_errors[i] is not None:
+                policy.error(out, i, where[i], in_stages[i] or "decode", in_errors[i], None)
+                continue
+            stage = "decode"
+            try:
+                items = [read(i)]
+                for kind, fn, label in steps:
+                    stage = label
+                    if kind == "map":
+                        items = [fn(item) for item in items]
+                    elif kind == "filter":
+                        items = [item for item in items if fn(item)]
+                    else:
+                        items = [o for item in items for o in fn(item)]
+                    if not items:
+                        break
+                stage = self.tail_stage
+                rows = [tail(item) for item in items]
+            except Exception as exc:  # noqa: BLE001 - any failure of user code is the row's
+                if isinstance(exc, DecodeError):  # names the deserializer that failed
+                    stage = exc.stage
+                policy.error(out, i, where[i], stage, _reason(exc), exc)
+                continue
+            for row in rows:
+                out.add(row, i)
+        return _finish(batch, out, self.target, policy, self.tail_stage, where)
+
+
+class BatchPass:
+    """A ``map_batch`` pass: ``fn`` gets the error-free rows' visible columns."""
+
+    def __init__(self, *, pipeline: str, errors: str, fn: Callable[[Any], Any],
+                 kind: str, stage: str, schema: pa.Schema) -> None:
+        self.policy = _Policy(pipeline, errors)
+        self.fn, self.kind, self.stage = fn, kind, stage
+        self.target = _Out(schema, tuple(schema.names))
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield self.batch(batch)
+
+    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        where = batch.column("_gs_where").to_pylist()
+        errors = batch.column("_gs_error")
+        good = pc.is_null(errors)
+        names = [n for n in batch.schema.names if n not in HIDDEN]
+        visible = [n for n in self.target.names if n not in HIDDEN]
+        out = _Builder(len(visible))
+        for i, (reason, stage) in enumerate(zip(errors.to_pylist(),
+                                                 batch.column("_gs_stage").to_pylist(),
+                                                 strict=True)):
+            if reason is not None:
+                self.policy.error(out, i, where[i], stage or "decode", reason, None)
+        rows = batch.filter(good)
+        index = [i for i, ok in enumerate(good.to_pylist()) if ok]
+        try:
+            result = self._call(rows.select(names))
+            values = _columns(result, visible)
+        except Exception as exc:  # noqa: BLE001 - the whole batch is the step's input
+            for i in index:
+                self.policy.error(out, i, where[i], self.stage, _reason(exc), exc)
+            return _finish(batch, out, self.target, self.policy, self.stage, where)
+        if result.num_rows != len(index):
+            # rows added or removed: the hidden columns follow the first input row
+            # (event time and origin cannot be known per row)
+            index = [index[0] if index else 0] * result.num_rows
+        for column, new in zip(out.values, values, strict=True):
+            column.extend(new)
+        out.source.extend(index)
+        out.errors.extend([None] * len(index))
+        out.stages.extend([None] * len(index))
+        if batch.num_rows == 0:
+            return pa.RecordBatch.from_pylist([], schema=self.target.schema)
+        return _finish(batch, out, self.target, self.policy, self.stage, where)
+
+    def _call(self, rows: pa.RecordBatch) -> pa.RecordBatch:
+        import pyarrow as pa
+
+        if self.kind == "pandas":
+            frame = self.fn(rows.to_pandas())
+            return pa.RecordBatch.from_pandas(frame, preserve_index=False)
+        result = self.fn(rows)
+        if isinstance(result, pa.Table):
+            return result.combine_chunks().to_batches()[0] if result.num_rows else \
+                pa.RecordBatch.from_pylist([], schema=result.schema)
+        if not isinstance(result, pa.RecordBatch):
+            raise CodecError(f"map_batch must return a pyarrow.RecordBatch, not "
+                             f"{type(result).__name__}")
+        return result
+
+
+def _columns(batch: pa.RecordBatch, names: list[str]) -> list[list[Any]]:
+    missing = [n for n in names if n not in batch.schema.names]
+    if missing:
+        raise CodecError(f"map_batch returned no column {', '.join(missing)}")
+    return [batch.column(n).to_pylist() for n in names]

@@ -1,0 +1,294 @@
+"""Running a pipeline: ``PipelineJob`` (a ``Runnable`` for ``PipelineRunner``) and
+``run_jobs`` (blocks, progress lines, Ctrl-C).
+
+The job checks what it can before Spark starts (checkpoint required for
+``AT_LEAST_ONCE``/``EXACTLY_ONCE``, the error policy, what real-time mode refuses),
+compiles the chain at ``start`` and reports each batch from the query's progress: rows
+read, rows written, error rows (observed in the JVM at the sink).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gridstream.errors import ConfigError, GridstreamError, SparkError
+from gridstream.pipeline.api import BatchStep, ItemStep, JvmStep, Pipeline
+from gridstream.pipeline.base import Guarantee, RunContext
+from gridstream.pipeline.compile import Compiled, compile_chain, plan
+from gridstream.pipeline.errors import ERRORS
+from gridstream.pipeline.streaming import OBSERVED, is_real_time, trigger_options
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = ["PipelineJob", "PipelineReport", "RunOptions", "run_jobs"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a pipeline runs (validated: ``RunOptions.of``)."""
+
+    guarantee: Guarantee
+    checkpoint: str | None
+    trigger: str | None
+    errors: str = "fail"
+    dead_letter_topic: str | None = None
+    checkpoint_interval: str = "5 seconds"
+    allowed_modules: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, guarantee: Guarantee | str, checkpoint: str | None, trigger: str | None, *,
+           errors: str = "fail", dead_letter_topic: str | None = None,
+           checkpoint_interval: str = "5 seconds",
+           allowed_modules: tuple[str, ...] = ()) -> RunOptions:
+        try:
+            chosen = Guarantee(str(guarantee).upper())
+        except ValueError as exc:
+            raise ConfigError(f"guarantee {guarantee!r}: use one of "
+                              f"{', '.join(Guarantee)}") from exc
+        if chosen != Guarantee.NONE and not checkpoint:
+            raise ConfigError(f"guarantee {chosen}: give a checkpoint directory (the "
+                              "offsets and the batch ids live there)")
+        if errors not in ERRORS:
+            raise ConfigError(f"errors {errors!r}: use one of {', '.join(ERRORS)}")
+        if (errors == "dead_letter") != bool(dead_letter_topic):
+            raise ConfigError("errors='dead_letter' needs dead_letter_topic (and only it)")
+        trigger_options(trigger, checkpoint_interval)  # a bad trigger is a ConfigError now
+        return cls(chosen, checkpoint, trigger, errors, dead_letter_topic,
+                   checkpoint_interval, tuple(allowed_modules))
+
+
+@dataclass(frozen=True)
+class PipelineReport:
+    """One batch: rows read, written to the sink, error rows (skipped or
+    dead-lettered per the policy)."""
+
+    pipeline: str
+    batch_id: int
+    rows_in: int
+    rows_out: int
+    errors: int
+    seconds: float
+    errors_policy: str = "fail"
+    extra: dict[str, Any] = field(default_factory=dict)
+    """The sink's own counts (the exactly-once writer: ``written``, ``skipped``)."""
+
+    def line(self, lag: int | None = None) -> str:
+        rate = self.rows_in / self.seconds if self.seconds > 0 else 0.0
+        what = "dead-lettered" if self.errors_policy == "dead_letter" else "skipped"
+        text = (f"{self.pipeline}  batch {self.batch_id}: {self.rows_in} in, "
+                f"{self.rows_out} out, {self.errors} errors ({what}) in {self.seconds:.2f}s "
+                f"({rate:,.0f} rec/s)")
+        if self.extra:
+            text += "; " + ", ".join(f"{k} {v}" for k, v in sorted(self.extra.items()))
+        return text if lag is None else f"{text}, lag {lag}"
+
+
+class _Reports:
+    """The job's reports: filled from the query's progress whenever they are looked at."""
+
+    def __init__(self, job: PipelineJob) -> None:
+        self._job = job
+        self._queue: deque[PipelineReport] = deque(maxlen=1000)
+
+    def __len__(self) -> int:
+        self._job.poll()
+        return len(self._queue)
+
+    def popleft(self) -> PipelineReport:
+        return self._queue.popleft()
+
+    def append(self, report: PipelineReport) -> None:
+        self._queue.append(report)
+
+
+class PipelineJob:
+    """A pipeline ready to start on a Spark session (``PipelineRunner``'s ``Runnable``)."""
+
+    def __init__(self, pipeline: Pipeline, options: RunOptions) -> None:
+        self.pipeline, self.options = pipeline, options
+        self.source, self.steps, self.sink = pipeline.source, pipeline.steps, pipeline.sink
+        self.guarantee = options.guarantee.lowered_to(self.sink.cap)
+        self._check_real_time()
+        self.reports = _Reports(self)
+        self.batches: dict[int, dict[str, Any]] = {}
+        self._failure: BaseException | None = None
+        self._query: StreamingQuery | None = None
+        self._compiled: Compiled | None = None
+        self._temporary: str | None = None
+        self._last_batch = -1
+
+    @property
+    def name(self) -> str:
+        return self.pipeline.name
+
+    @property
+    def query(self) -> StreamingQuery | None:
+        return self._query
+
+    def _check_real_time(self) -> None:
+        if not is_real_time(self.options.trigger):
+            return
+        why = f"pipeline {self.name!r}: real-time mode (trigger='real_time') cannot run"
+        if self.options.guarantee == Guarantee.EXACTLY_ONCE:
+            raise ConfigError(f"{why} EXACTLY_ONCE (it has no foreachBatch for the "
+                              "transactional writer); use AT_LEAST_ONCE")
+        if not self.source.stateless_ok:
+            raise ConfigError(f"{why} source {self.source.describe()} (Kafka only)")
+        stateful = [s.label for s in self.steps if isinstance(s, JvmStep) and s.stateful]
+        if stateful:
+            raise ConfigError(f"{why} stateful steps ({', '.join(stateful)}): run them with "
+                              "a micro-batch trigger")
+        if self.sink.foreach_batch:
+            raise ConfigError(f"{why} a foreachBatch sink ({self.sink.describe()}): only a "
+                              "Kafka sink")
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error that failed the query (a task's gridstream error keeps its line)."""
+        if self._failure is not None:
+            return self._failure
+        error = self._query.exception() if self._query is not None else None
+        if error is None:
+            return None
+        return SparkError(f"pipeline {self.name!r} failed: {_error_line(str(error))}")
+
+    def describe(self) -> str:
+        asked = self.options.guarantee
+        guarantee = str(self.guarantee) if asked == self.guarantee else (
+            f"{self.guarantee} (asked {asked}, lowered by the sink)")
+        runs = self._compiled.where if self._compiled is not None else _static_plan(self)
+        checkpoint = self.options.checkpoint or "a temporary checkpoint"
+        return (f"pipeline {self.name}: {self.source.describe()} -> {self.sink.describe()}\n"
+                f"  [guarantee {guarantee}, checkpoint {checkpoint}, trigger "
+                f"{self.options.trigger or 'as fast as possible'}, errors "
+                f"{self.options.errors}]\n  runs: " + "; ".join(runs))
+
+    def context(self, checkpoint: str) -> RunContext:
+        return RunContext(self.name, self.guarantee, checkpoint, self.options.trigger,
+                          self.options.allowed_modules, self.options.errors,  # type: ignore[arg-type]
+                          self.options.dead_letter_topic, self._dead_letter_options())
+
+    def _dead_letter_options(self) -> dict[str, str]:
+        for end in (self.sink, self.source):
+            options = getattr(end, "producer_options", None)
+            if options is not None:
+                return dict(options())
+        client = getattr(self.source, "client", None)
+        bootstrap = getattr(self.source, "bootstrap", None)
+        if client is not None and bootstrap is not None:
+            from gridstream.spark.kafka_source import client_options
+
+            return client_options(bootstrap, client.client_config())
+        return {}
+
+    def start(self, spark: SparkSession) -> StreamingQuery:
+        """Compile the chain and start its query (resuming from the checkpoint)."""
+        self._failure = None
+        checkpoint = self.options.checkpoint
+        if checkpoint is None:
+            self._temporary = checkpoint = tempfile.mkdtemp(prefix=f"gs-{self.name}-")
+        context = self.context(checkpoint)
+        try:
+            flow = self.source.flow(spark, context)
+            self._compiled = compile_chain(flow, self.steps, self.sink, context)
+            self._query = self.sink.start(self._compiled.flow, context, self._on_batch)
+        except GridstreamError as exc:
+            self._failure = exc
+            raise
+        return self._query
+
+    def _on_batch(self, batch_id: int, counts: dict[str, Any]) -> None:
+        self.batches[batch_id] = dict(counts)
+        while len(self.batches) > 1000:
+            del self.batches[min(self.batches)]
+
+    def poll(self) -> None:
+        """Turn the query's new progress into reports (and, under ``NONE`` with group
+        commits, commit each finished batch's offsets for the group)."""
+        if self._query is None:
+            return
+        for progress in self._query.recentProgress:
+            data = json.loads(progress.json)
+            batch = int(data.get("batchId", -1))
+            if batch <= self._last_batch:
+                continue
+            self._last_batch = batch
+            rows_in = int(data.get("numInputRows") or 0)
+            metrics = (data.get("observedMetrics") or {}).get(OBSERVED) or {}
+            if rows_in == 0 and not metrics:
+                continue
+            errors = int(metrics.get("errors") or 0)
+            rows = int(metrics.get("rows") or 0)
+            seconds = float((data.get("durationMs") or {}).get("triggerExecution", 0)) / 1000
+            self.reports.append(PipelineReport(
+                self.name, batch, rows_in, rows - errors, errors, seconds,
+                self.options.errors, self.batches.get(batch, {})))
+            self._commit_group(data)
+
+    def _commit_group(self, progress: dict[str, Any]) -> None:
+        if self.guarantee != Guarantee.NONE or not getattr(self.source, "group_commit", False):
+            return
+        from gridstream.pipeline.groups import commit_offsets
+
+        for source in progress.get("sources", []):
+            end = source.get("endOffset")
+            end = json.loads(end) if isinstance(end, str) else end
+            if isinstance(end, dict):
+                commit_offsets(self.source, end)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        """Stop the query if it runs, close the source and the sink, remove a
+        temporary checkpoint."""
+        try:
+            if self._query is not None and self._query.isActive:
+                self._query.stop()
+        finally:
+            self.sink.close()
+            self.source.close()
+            if self._temporary is not None:
+                shutil.rmtree(self._temporary, ignore_errors=True)
+                self._temporary = None
+
+
+def _static_plan(job: PipelineJob) -> list[str]:
+    """What runs where, before the source has decided where it decodes."""
+    runs = ["jvm: source"]
+    for group in plan(job.steps):
+        first = group[0]
+        if isinstance(first, ItemStep):
+            runs.append("python pass: " + ", ".join(s.label for s in group))
+        elif isinstance(first, BatchStep):
+            runs.append(f"python pass: {first.label}")
+        else:
+            runs.append(f"jvm: {first.label}")
+    return runs
+
+
+def _error_line(text: str) -> str:
+    """A failed query's message: a task's gridstream error line, else the first line
+    (for the message only)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    ours = [line for line in lines if line.startswith(("gridstream.errors.", "RecordError: "))]
+    return (ours or lines or ["unknown error"])[0]
+
+
+def run_jobs(jobs: Sequence[Any], spark_factory: Callable[[], SparkSession] | None = None,
+             ) -> None:
+    """Run jobs until Ctrl-C or until they finish; the error that failed one is raised."""
+    from gridstream.spark.runner import PipelineRunner
+    from gridstream.spark.session import get_spark
+
+    runner = PipelineRunner(jobs, spark_factory or (lambda: get_spark()))
+    if runner.run() != 0:
+        failed = [j.failure for j in jobs if j.failure is not None]
+        if failed and isinstance(failed[0], GridstreamError):
+            raise failed[0]
+        raise SparkError("a pipeline failed (see above)")

@@ -1,0 +1,83 @@
+"""The (de)serializer contract: a JVM form where Spark SQL computes it exactly, always a
+Python form (on Arrow batches, in the pipeline's Python pass).
+
+Objects are picklable (shipped to the executors) and open their clients lazily.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+__all__ = ["Deserializer", "Serializer"]
+
+
+class Deserializer(ABC):
+    """Kafka bytes → a value (one side of a record: key or value)."""
+
+    name: str = ""
+    """The short name (``String``, ``Avro``, ...)."""
+    ddl: str | None = None
+    """The Spark type of the decoded value when it is fixed (``string``, ``bigint``, a
+    declared struct), else None (any Python object: JSON without a declared schema)."""
+
+    def __init__(self, *, is_key: bool) -> None:
+        self.is_key = is_key
+
+    @property
+    def side(self) -> str:
+        return "key" if self.is_key else "value"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.side})"
+
+    def jvm(self, raw: Column) -> tuple[Column, Column | None] | None:
+        """The JVM decode of the binary column ``raw``: (decoded column, error column —
+        the reason text, null when the row decoded — or None when it cannot fail).
+        None: no exact JVM form; ``python`` decodes."""
+        return None
+
+    @abstractmethod
+    def python(self, topic: str, data: bytes | None) -> Any:
+        """Decode one record's bytes (``CodecError`` for bytes it cannot decode)."""
+
+    def prepare(self) -> None:
+        """On the driver, the Spark session up, before the query starts (e.g. parse a
+        declared Spark schema); ``decode_columns`` calls it."""
+        return None
+
+    def close(self) -> None:
+        """Release the clients opened on this side."""
+        return None
+
+
+class Serializer(ABC):
+    """A value → Kafka bytes."""
+
+    name: str = ""
+    jvm_type: str | None = None
+    """The Spark type ``jvm`` takes (``string`` for String), None without a JVM form."""
+
+    def __init__(self, *, is_key: bool) -> None:
+        self.is_key = is_key
+
+    @property
+    def side(self) -> str:
+        return "key" if self.is_key else "value"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.side})"
+
+    def jvm(self, col: Column, topic: str | None = None) -> Column | None:
+        """The JVM encode of ``col`` (of type ``jvm_type``) to binary, or None."""
+        return None
+
+    @abstractmethod
+    def python(self, topic: str, value: Any) -> bytes | None:
+        """Encode one value (``CodecError`` for a value this serializer cannot write)."""
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,281 @@
+"""The pipeline API on the real broker and Spark: Kafka → steps → Kafka under each
+guarantee, map_batch, the error policies, real-time mode's refusals, a TOML run."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from gridstream.pipeline import Guarantee, KafkaSinks, KafkaSources, Pipeline, entry
+from tests.integration.pipeline_helpers import out_props, produce, props, read
+
+
+def _run(pipeline: Pipeline, spark: Any, **options: Any) -> Any:
+    job = pipeline.job(trigger="available_now", **options)
+    try:
+        query = job.start(spark)
+        with contextlib.suppress(StreamingQueryException):  # the job's failure, checked below
+            query.awaitTermination(300)
+        assert not query.isActive
+        failure = job.failure
+        reports = []
+        while job.reports:
+            reports.append(job.reports.popleft())
+        return failure, reports
+    finally:
+        job.close()
+
+
+@pytest.mark.parametrize("guarantee", list(Guarantee))
+def test_map_filter_flat_map_kafka_to_kafka(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        guarantee: Guarantee) -> None:
+    source, sink = topic_factory(3), topic_factory(2)
+    produce(kafka_bootstrap, source, ((f"k{i}".encode(), str(i).encode())
+                                      for i in range(2000)))
+    p = Pipeline.create(name=f"t-{guarantee.lower()}")
+    (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), source))
+      .map(lambda kv: (kv[0], int(kv[1])))
+      .filter(lambda kv: kv[1] % 2 == 0)
+      .flat_map(lambda kv: [kv, (kv[0], kv[1] + 1)])
+      .map(lambda kv: entry(kv[0], str(kv[1] * 10)))
+      .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+    failure, reports = _run(p, spark, guarantee=guarantee,
+                            checkpoint=None if guarantee == Guarantee.NONE
+                            else str(tmp_path / "ck"))
+    assert failure is None
+    got = Counter((k, v) for k, v, _ in read(kafka_bootstrap, sink))
+    expected = Counter((f"k{i}".encode(), str(j * 10).encode())
+                       for i in range(0, 2000, 2) for j in (i, i + 1))
+    assert got == expected
+    assert sum(r.rows_in for r in reports) == 2000
+    assert sum(r.rows_out for r in reports) == 2000
+
+
+def _numbers(kv: tuple[str, str]) -> tuple[str, str]:
+    if kv[1] == "bad":
+        raise ValueError(f"not a number: {kv[1]}")
+    return entry(kv[0], str(int(kv[1]) * 2))
+
+
+def _with_bad(bootstrap: str, topic: str, n: int, bad: set[int]) -> None:
+    produce(bootstrap, topic, ((f"k{i}".encode(), b"bad" if i in bad else str(i).encode())
+                               for i in range(n)))
+
+
+def _number_pipeline(bootstrap: str, source: str, sink: str, name: str,
+                     **sink_options: Any) -> Pipeline:
+    p = Pipeline.create(name=name)
+    (p.read_from(KafkaSources.kafka(props(bootstrap), source))
+      .map(_numbers)
+      .write_to(KafkaSinks.kafka(out_props(bootstrap), sink, **sink_options)))
+    return p
+
+
+@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])
+def test_a_failing_step_fails_the_query_with_a_record_error(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        guarantee: Guarantee) -> None:
+    source, sink = topic_factory(1), topic_factory(1)
+    _with_bad(kafka_bootstrap, source, 50, {7})
+    p = _number_pipeline(kafka_bootstrap, source, sink, "fail")
+    failure, _ = _run(p, spark, guarantee=guarantee, checkpoint=str(tmp_path / "ck"))
+    assert failure is not None
+    text = str(failure)
+    assert "RecordError" in text and f"{source}[0]@7" in text and "map#1" in text, text
+    if guarantee == Guarantee.EXACTLY_ONCE:
+        assert read(kafka_bootstrap, sink) == []
+
+
+def test_log_skips_and_counts_the_failing_rows(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        ) -> None:
+    source, sink = topic_factory(2), topic_factory(1)
+    _with_bad(kafka_bootstrap, source, 100, {3, 50, 99})
+    p = _number_pipeline(kafka_bootstrap, source, sink, "log")
+    failure, reports = _run(p, spark, guarantee=Guarantee.AT_LEAST_ONCE,
+                            checkpoint=str(tmp_path / "ck"), errors="log")
+    assert failure is None
+    got = sorted(int(v) for _, v, _ in read(kafka_bootstrap, sink))
+    assert got == sorted(2 * i for i in range(100) if i not in {3, 50, 99})
+    assert sum(r.errors for r in reports) == 3
+    assert sum(r.rows_out for r in reports) == 97
+
+
+@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])
+def test_dead_letters_carry_the_raw_bytes_and_the_error_headers(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        guarantee: Guarantee) -> None:
+    source, sink, dead = topic_factory(1), topic_factory(1), topic_factory(1)
+    _with_bad(kafka_bootstrap, source, 30, {4, 20})
+    p = _number_pipeline(kafka_bootstrap, source, sink, "dlq")
+    failure, reports = _run(p, spark, guarantee=guarantee, checkpoint=str(tmp_path / "ck"),
+                            errors="dead_letter", dead_letter_topic=dead)
+    assert failure is None
+    assert sorted(int(v) for _, v, _ in read(kafka_bootstrap, sink)) == sorted(
+        2 * i for i in range(30) if i not in {4, 20})
+    letters = read(kafka_bootstrap, dead)
+    assert sorted((k, v) for k, v, _ in letters) == [(b"k20", b"bad"), (b"k4", b"bad")]
+    for key, _, headers in letters:
+        assert headers["gs.error.stage"] == b"map#1"
+        assert headers["gs.error.topic"] == source.encode()
+        assert headers["gs.error.partition"] == b"0"
+        assert headers["gs.error.offset"] == key[1:]
+        assert headers["gs.error.reason"] == b"ValueError: not a number: bad"
+        assert headers["gs.error.pipeline"] == b"dlq"
+    assert sum(r.errors for r in reports) == 2
+
+
+def test_a_decode_error_goes_to_the_dead_letter_topic(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        ) -> None:
+    source, sink, dead = topic_factory(1), topic_factory(1), topic_factory(1)
+    produce(kafka_bootstrap, source, [(b"a", (5).to_bytes(4, "big")), (b"b", b"\x01\x02"),
+                                      (b"c", (7).to_bytes(4, "big"))])
+    p = Pipeline.create(name="decode")
+    (p.read_from(KafkaSources.kafka(props(kafka_bootstrap,
+                                          **{"value.deserializer": "IntegerDeserializer"}),
+                                    source))
+      .map(lambda kv: entry(kv[0], str(kv[1] + 1)))
+      .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+    failure, _ = _run(p, spark, guarantee=Guarantee.AT_LEAST_ONCE,
+                      checkpoint=str(tmp_path / "ck"), errors="dead_letter",
+                      dead_letter_topic=dead)
+    assert failure is None
+    assert sorted(v for _, v, _ in read(kafka_bootstrap, sink)) == [b"6", b"8"]
+    letters = read(kafka_bootstrap, dead)
+    assert [(k, v) for k, v, _ in letters] == [(b"b", b"\x01\x02")]
+    assert letters[0][2]["gs.error.stage"] == b"value.deserializer"
+    assert letters[0][2]["gs.error.offset"] == b"1"
+
+
+def _double(batch: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pa.RecordBatch.from_arrays([batch.column("k"), pc.multiply(batch.column("n"), 2)],
+                                      names=["k", "n"])
+
+
+def _triple(frame: Any) -> Any:
+    frame["n"] = frame["n"] * 3
+    return frame[frame["n"] % 2 == 0]
+
+
+@pytest.mark.parametrize("kind", ["arrow", "pandas"])
+def test_map_batch_between_structured_steps(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        kind: str) -> None:
+    source, sink = topic_factory(2), topic_factory(1)
+    produce(kafka_bootstrap, source, ((f"k{i}".encode(), str(i).encode()) for i in range(200)))
+    p = Pipeline.create(name=f"batch-{kind}")
+    (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), source))
+      .map(lambda kv: {"k": kv[0], "n": int(kv[1])}, schema="k string, n long")
+      .map_batch(_double if kind == "arrow" else _triple, kind=kind)  # type: ignore[arg-type]
+      .map(lambda row: entry(row["k"], str(row["n"])))
+      .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+    failure, _ = _run(p, spark, guarantee=Guarantee.AT_LEAST_ONCE,
+                      checkpoint=str(tmp_path / "ck"))
+    assert failure is None
+    got = sorted((k, int(v)) for k, v, _ in read(kafka_bootstrap, sink))
+    if kind == "arrow":
+        expected = sorted((f"k{i}".encode(), 2 * i) for i in range(200))
+    else:
+        expected = sorted((f"k{i}".encode(), 3 * i) for i in range(200) if (3 * i) % 2 == 0)
+    assert got == expected
+
+
+def test_a_pipeline_without_python_steps_runs_no_python(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        ) -> None:
+    source, sink = topic_factory(2), topic_factory(1)
+    produce(kafka_bootstrap, source, ((f"k{i}".encode(), f"v{i}".encode()) for i in range(100)))
+    p = Pipeline.create(name="jvm-only")
+    (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), source))
+      .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+    job = p.job(Guarantee.AT_LEAST_ONCE, str(tmp_path / "ck"), "available_now")
+    try:
+        query = job.start(spark)
+        query.awaitTermination(120)
+        assert job.failure is None
+        plan = query._jq.lastExecution().executedPlan().toString()  # noqa: SLF001
+        assert "Python" not in plan and "Arrow" not in plan, plan
+        assert "python pass" not in job.describe()
+    finally:
+        job.close()
+    got = sorted((k, v) for k, v, _ in read(kafka_bootstrap, sink))
+    assert got == sorted((f"k{i}".encode(), f"v{i}".encode()) for i in range(100))
+
+
+def test_real_time_mode_runs_a_stateless_kafka_to_kafka_pipeline(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        ) -> None:
+    import time
+
+    source, sink = topic_factory(1), topic_factory(1)
+    produce(kafka_bootstrap, source, ((f"k{i}".encode(), f"v{i}".encode())
+                                      for i in range(100)))
+    p = Pipeline.create(name="real-time")
+    (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), source))
+      .map(lambda kv: entry(kv[0], kv[1].upper()))
+      .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+    job = p.job(Guarantee.AT_LEAST_ONCE, str(tmp_path / "ck"), "real_time")
+    got: list[Any] = []
+    try:
+        query = job.start(spark)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and query.isActive and len(got) < 100:
+            time.sleep(2)
+            got = read(kafka_bootstrap, sink)
+        assert job.failure is None, job.failure
+        assert "python pass 1: map#1, encode" in job.describe()
+    finally:
+        job.close()
+    assert sorted((k, v) for k, v, _ in got) == sorted(
+        (f"k{i}".encode(), f"V{i}".encode()) for i in range(100))
+
+
+def test_a_run_file_runs_an_api_pipeline(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        ) -> None:
+    from gridstream.pipeline_config import run_config
+
+    source, sink = topic_factory(2), topic_factory(1)
+    produce(kafka_bootstrap, source, [(b"a", b"hello"), (b"b", b"x"), (b"c", b"world")])
+    run_file = tmp_path / "run.toml"
+    run_file.write_text(f"""
+[kafka]
+bootstrap_servers = "{kafka_bootstrap}"
+
+[run]
+allowed_modules = ["tests.integration.pipeline_helpers"]
+
+[[pipeline]]
+name = "toml"
+guarantee = "EXACTLY_ONCE"
+checkpoint = "{tmp_path / 'ck'}"
+trigger = "available_now"
+[pipeline.source]
+kind = "kafka"
+topics = ["{source}"]
+properties."auto.offset.reset" = "earliest"
+properties."key.deserializer" = "StringDeserializer"
+properties."value.deserializer" = "StringDeserializer"
+[[pipeline.steps]]
+map = "tests.integration.pipeline_helpers:shout"
+[[pipeline.steps]]
+filter = "tests.integration.pipeline_helpers:no_x"
+[pipeline.sink]
+kind = "kafka"
+topic = "{sink}"
+properties = {{ "key.serializer" = "StringSerializer", "value.serializer" = "StringSerializer" }}
+""")
+    assert run_config(run_file) == 0
+    assert sorted((k, v) for k, v, _ in read(kafka_bootstrap, sink)) == [
+        (b"a", b"HELLO"), (b"c", b"WORLD")]

@@ -1,0 +1,121 @@
+"""The chain, the run options, guarantee lowering and real-time refusals (no Spark)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gridstream.errors import ConfigError
+from gridstream.pipeline import Guarantee, KafkaSinks, KafkaSources, Pipeline
+from gridstream.pipeline.api import ItemStep
+from gridstream.pipeline.base import Flow, Sink
+from gridstream.pipeline.compile import plan
+
+PROPS = {"bootstrap.servers": "127.0.0.1:9092", "key.deserializer": "StringDeserializer",
+         "value.deserializer": "StringDeserializer", "auto.offset.reset": "earliest"}
+OUT = {"bootstrap.servers": "127.0.0.1:9092", "value.serializer": "StringSerializer"}
+
+
+def _pipeline(**sink: Any) -> Pipeline:
+    p = Pipeline.create(name="t")
+    (p.read_from(KafkaSources.kafka(PROPS, "in"))
+      .map(str).filter(bool).write_to(KafkaSinks.kafka(OUT, "out", **sink)))
+    return p
+
+
+class _BatchSink(Sink):
+    def describe(self) -> str:
+        return "batch sink"
+
+    def encode(self, item: Any) -> dict[str, Any]:
+        return {"value": item}
+
+    def columns(self) -> str:
+        return "value string"
+
+    def start(self, flow: Flow, context: Any, on_batch: Any) -> Any:
+        raise AssertionError("not started in unit tests")
+
+
+def test_a_chain_has_one_source_one_sink_and_no_branches() -> None:
+    p = Pipeline.create()
+    stage = p.read_from(KafkaSources.kafka(PROPS, "in"))
+    stage.map(str)
+    with pytest.raises(ConfigError, match="no branches"):
+        stage.filter(bool)
+    with pytest.raises(ConfigError, match="one source"):
+        p.read_from(KafkaSources.kafka(PROPS, "in"))
+    with pytest.raises(ConfigError, match="no sink"):
+        p.job()
+
+
+def test_consecutive_item_steps_form_one_group() -> None:
+    p = Pipeline.create()
+    (p.read_from(KafkaSources.kafka(PROPS, "in")).map(str, schema="v string").filter(bool)
+      .map_batch(lambda b: b).flat_map(list).map(str).write_to(KafkaSinks.kafka(OUT, "o")))
+    groups = plan(p.steps)
+    assert [[s.label for s in g] for g in groups] == [
+        ["map#1", "filter#2"], ["map_batch#3"], ["flat_map#4", "map#5"]]
+    assert all(isinstance(s, ItemStep) for s in groups[0])
+
+
+@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])
+def test_a_checkpoint_is_required_above_none(guarantee: Guarantee) -> None:
+    with pytest.raises(ConfigError, match="checkpoint"):
+        _pipeline().job(guarantee)
+    assert _pipeline().job(Guarantee.NONE).guarantee == Guarantee.NONE
+
+
+def test_a_sink_lowers_the_guarantee_and_describe_says_so() -> None:
+    job = _pipeline(guarantee="AT_LEAST_ONCE").job(Guarantee.EXACTLY_ONCE, "/tmp/ck")
+    assert job.guarantee == Guarantee.AT_LEAST_ONCE
+    assert "AT_LEAST_ONCE (asked EXACTLY_ONCE, lowered by the sink)" in job.describe()
+    # never raised: a NONE pipeline stays NONE with an exactly-once sink
+    assert _pipeline().job(Guarantee.NONE).guarantee == Guarantee.NONE
+
+
+def test_error_policy_options_are_checked() -> None:
+    with pytest.raises(ConfigError, match="errors 'drop'"):
+        _pipeline().job(errors="drop")
+    with pytest.raises(ConfigError, match="dead_letter_topic"):
+        _pipeline().job(errors="dead_letter")
+    with pytest.raises(ConfigError, match="trigger"):
+        _pipeline().job(trigger="soon")
+
+
+def test_real_time_refuses_exactly_once() -> None:
+    with pytest.raises(ConfigError, match="real-time mode.*EXACTLY_ONCE"):
+        _pipeline().job(Guarantee.EXACTLY_ONCE, "/tmp/ck", "real_time")
+    job = _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time")
+    assert job.guarantee == Guarantee.AT_LEAST_ONCE
+
+
+def test_real_time_refuses_stateful_steps() -> None:
+    p = Pipeline.create()
+    (p.read_from(KafkaSources.kafka(PROPS, "in")).map(str, schema="v string")
+      .jvm_step("window", lambda flow: flow, stateful=True)
+      .write_to(KafkaSinks.kafka(OUT, "o")))
+    with pytest.raises(ConfigError, match=r"stateful steps \(window#2\)"):
+        p.job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time")
+
+
+def test_real_time_refuses_foreach_batch_sinks() -> None:
+    p = Pipeline.create()
+    p.read_from(KafkaSources.kafka(PROPS, "in")).write_to(_BatchSink())
+    with pytest.raises(ConfigError, match="foreachBatch sink"):
+        p.job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time")
+
+
+def test_sources_and_sinks_check_their_properties() -> None:
+    with pytest.raises(ConfigError, match="bootstrap.servers"):
+        KafkaSources.kafka({}, "in")
+    with pytest.raises(ConfigError, match="auto.offset.reset"):
+        KafkaSources.kafka({**PROPS, "auto.offset.reset": "none"}, "in")
+    with pytest.raises(ConfigError, match="guarantee"):
+        KafkaSinks.kafka(OUT, "o", guarantee="SOMETIMES")
+
+
+def test_describe_never_shows_secrets() -> None:
+    source = KafkaSources.kafka({**PROPS, "sasl.password": "hunter2"}, "in")
+    assert "hunter2" not in source.describe() and "hunter2" not in repr(source.options)

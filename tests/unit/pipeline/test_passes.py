@@ -1,0 +1,122 @@
+"""The fused Python pass on Arrow batches (no Spark): steps fused per row, hidden
+columns carried, failing rows become error rows or raise ``RecordError``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from gridstream.errors import RecordError
+from gridstream.pipeline.base import HIDDEN
+from gridstream.pipeline.passes import BatchPass, ItemPass, to_row
+
+TS = pa.timestamp("us", tz="UTC")
+OUT = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("_gs_ts", TS),
+                 ("_gs_where", pa.string()), ("_gs_error", pa.string()),
+                 ("_gs_stage", pa.string()), ("_gs_raw_key", pa.binary()),
+                 ("_gs_raw_value", pa.binary())])
+
+
+def _batch(values: list[str | None], errors: list[str | None] | None = None) -> pa.RecordBatch:
+    n = len(values)
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    return pa.RecordBatch.from_pydict({
+        "key": [f"k{i}" for i in range(n)], "value": values,
+        "_gs_ts": pa.array([base + dt.timedelta(seconds=i) for i in range(n)], TS),
+        "_gs_where": [f"t[0]@{i}" for i in range(n)],
+        "_gs_error": pa.array(errors or [None] * n, pa.string()),
+        "_gs_stage": pa.array([("decode" if e else None) for e in (errors or [None] * n)],
+                              pa.string()),
+        "_gs_raw_key": [f"k{i}".encode() for i in range(n)],
+        "_gs_raw_value": [(v or "").encode() for v in values]})
+
+
+def _encode(item: Any) -> list[Any]:
+    key, value = item
+    return [key.encode(), str(value).encode()]
+
+
+def _pass(steps: list[tuple[str, Any, str]], errors: str = "log") -> ItemPass:
+    return ItemPass(pipeline="p", errors=errors, shape="entry", decode=None, steps=steps,
+                    tail=_encode, tail_stage="encode", schema=OUT)
+
+
+def test_steps_are_fused_per_row_and_hidden_columns_follow_each_output() -> None:
+    fused = _pass([("map", lambda kv: (kv[0], int(kv[1])), "map#1"),
+                   ("filter", lambda kv: kv[1] % 2 == 0, "filter#2"),
+                   ("flat_map", lambda kv: [kv, (kv[0], kv[1] + 1)], "flat_map#3")])
+    out = fused.batch(_batch(["0", "1", "2"]))
+    assert out.schema == OUT
+    assert out.column("value").to_pylist() == [b"0", b"1", b"2", b"3"]
+    assert out.column("_gs_where").to_pylist() == ["t[0]@0", "t[0]@0", "t[0]@2", "t[0]@2"]
+    assert out.column("_gs_error").to_pylist() == [None] * 4
+    assert out.column("_gs_raw_value").to_pylist() == [b"0", b"0", b"2", b"2"]
+
+
+def test_a_failing_row_becomes_an_error_row_naming_the_stage() -> None:
+    fused = _pass([("map", lambda kv: (kv[0], int(kv[1])), "map#1")])
+    out = fused.batch(_batch(["1", "x", "3"]))
+    assert out.column("value").to_pylist() == [b"1", None, b"3"]
+    assert out.column("_gs_stage").to_pylist() == [None, "map#1", None]
+    error = out.column("_gs_error").to_pylist()[1]
+    assert error is not None and error.startswith("ValueError: invalid literal")
+
+
+def test_an_encode_failure_drops_the_rows_other_outputs() -> None:
+    def encode(item: Any) -> list[Any]:
+        if item[1] == "boom":
+            raise ValueError("cannot encode")
+        return _encode(item)
+
+    fused = ItemPass(pipeline="p", errors="log", shape="entry", decode=None,
+                     steps=[("flat_map", lambda kv: [kv, (kv[0], "boom")], "flat_map#1")],
+                     tail=encode, tail_stage="encode", schema=OUT)
+    out = fused.batch(_batch(["a"]))
+    assert out.num_rows == 1
+    assert out.column("_gs_stage").to_pylist() == ["encode"]
+
+
+def test_fail_raises_a_record_error_with_where_and_stage() -> None:
+    fused = _pass([("map", lambda kv: (kv[0], int(kv[1])), "map#1")], errors="fail")
+    with pytest.raises(RecordError) as caught:
+        fused.batch(_batch(["1", "x"]))
+    assert caught.value.where == "t[0]@1" and caught.value.stage == "map#1"
+    assert isinstance(caught.value.__cause__, ValueError)
+
+
+def test_an_incoming_error_row_is_kept_with_its_stage() -> None:
+    fused = _pass([("map", lambda kv: kv, "map#1")])
+    out = fused.batch(_batch(["1", "2"], errors=[None, "not UTF-8"]))
+    assert out.column("_gs_error").to_pylist() == [None, "not UTF-8"]
+    assert out.column("_gs_stage").to_pylist() == [None, "decode"]
+
+
+def test_a_value_that_does_not_fit_the_schema_is_an_error_row() -> None:
+    schema = pa.schema([("n", pa.int64()), *[OUT.field(h) for h in HIDDEN]])
+    fused = ItemPass(pipeline="p", errors="log", shape="value", decode=None,
+                     steps=[("map", lambda v: {"n": v}, "map#1")], tail=to_row(("n",)),
+                     tail_stage="map#1", schema=schema)
+    out = fused.batch(_batch(["not a number"]))
+    assert out.column("n").to_pylist() == [None]
+    assert out.column("_gs_stage").to_pylist() == ["map#1"]
+
+
+def test_map_batch_sees_only_the_good_rows() -> None:
+    seen: list[int] = []
+
+    def fn(batch: pa.RecordBatch) -> pa.RecordBatch:
+        seen.append(batch.num_rows)
+        assert batch.schema.names == ["key", "value"]
+        return batch
+
+    schema = pa.schema([("key", pa.string()), ("value", pa.string()),
+                        *[OUT.field(h) for h in HIDDEN]])
+    step = BatchPass(pipeline="p", errors="log", fn=fn, kind="arrow", stage="map_batch#1",
+                     schema=schema)
+    out = step.batch(_batch(["a", "b", "c"], errors=[None, "bad", None]))
+    assert seen == [2]
+    assert sorted(out.column("_gs_where").to_pylist()) == ["t[0]@0", "t[0]@1", "t[0]@2"]
+    assert out.column("_gs_error").to_pylist().count("bad") == 1
