@@ -8,7 +8,8 @@ Usage: python benchmarks/_pipeline_side.py SIDE SOURCE TARGET TRIGGER
   TRIGGER ``available_now``: read the topic to its end, stop, print one JSON line
   (``session_s`` Spark's start, ``query_s`` the query from start to end, its input rows);
   any other (``real_time`` or a processing-time interval such as ``"0 seconds"``): print
-  ``READY`` once the query runs, then run until SIGINT, then print the JSON line.
+  ``READY`` once the query runs, then run until a line or the end of stdin, stop the
+  query, print the JSON line.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -59,7 +61,7 @@ def _gridstream(side: str, source: str, target: str, trigger: str, checkpoint: s
       .map(upper_entry)
       .write_to(KafkaSinks.kafka(out_props, target)))
     guarantee = Guarantee.EXACTLY_ONCE if side == "gridstream-eo" else Guarantee.AT_LEAST_ONCE
-    return p.job(guarantee=guarantee, checkpoint=checkpoint, trigger=trigger)
+    return p.job(guarantee, checkpoint, trigger)
 
 
 def _epoch(timestamp: str) -> float:
@@ -86,41 +88,56 @@ def main(argv: list[str]) -> int:
     from gridstream.spark import get_spark
 
     conf = {}
-    if side == "native" and trigger == "real_time":
-        # real-time mode reads Kafka through the V2 source only; get_spark turns it off
+    if trigger == "real_time":
+        # real-time mode reads Kafka through the V2 source only (with the V1 source:
+        # STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED); get_spark turns it off
         # for micro-batches (spark.sql.streaming.disabledV2MicroBatchReaders)
         conf["spark.sql.streaming.disabledV2MicroBatchReaders"] = ""
     spark = get_spark(app_name=f"bench-pipeline-{side}", conf=conf)
     session_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory(prefix="gs-bench-ck-") as checkpoint:
         began = time.perf_counter()
+        job = None
         if side == "native":
             query = _native(spark, source, target, trigger, checkpoint)
         else:
-            query = _start_job(_gridstream(side, source, target, trigger, checkpoint))
-        if trigger == "available_now":
-            query.awaitTermination()
-        else:
-            print("READY", flush=True)
-            try:
+            job = _gridstream(side, source, target, trigger, checkpoint)
+            query = job.start(spark)
+        try:
+            if trigger == "available_now":
                 query.awaitTermination()
-            except KeyboardInterrupt:
-                pass
-            finally:
+            else:
+                _serve(query)
+            query_s = time.perf_counter() - began
+            failure = job.failure if job is not None else query.exception()
+            if failure is not None:
+                raise SystemExit(f"the query failed: {failure}")
+            result = {"side": side, "trigger": trigger, "session_s": session_s,
+                      "query_s": query_s, **_summary(query)}
+        finally:
+            if job is not None:
+                job.close()
+            elif query.isActive:
                 query.stop()
-        query_s = time.perf_counter() - began
-        if query.exception() is not None:
-            raise SystemExit(f"the query failed: {query.exception()}")
-        result = {"side": side, "trigger": trigger, "session_s": session_s,
-                  "query_s": query_s, **_summary(query)}
     spark.stop()
     print(json.dumps(result), flush=True)
     return 0
 
 
-def _start_job(job: Any) -> Any:
-    """The streaming query of a pipeline job."""
-    return job.start()
+def _serve(query: Any) -> None:
+    """Print READY, then run until a line (or the end) on stdin or the query's end."""
+    print("READY", flush=True)
+    stop = threading.Event()
+
+    def wait_line() -> None:
+        sys.stdin.readline()
+        stop.set()
+
+    threading.Thread(target=wait_line, daemon=True).start()
+    while not stop.is_set() and query.isActive:
+        query.awaitTermination(0.5)
+    if query.isActive:
+        query.stop()
 
 
 if __name__ == "__main__":

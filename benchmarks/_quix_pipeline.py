@@ -20,7 +20,7 @@ import uuid
 def main(argv: list[str]) -> int:
     source, target, records, guarantee = argv[0], argv[1], int(argv[2]), argv[3]
     started = time.perf_counter()
-    from quixstreams import Application
+    from quixstreams import Application  # type: ignore[import-not-found]  # Quix's venv
 
     app = Application(broker_address="127.0.0.1:9092",
                       consumer_group=f"bench-quix-{uuid.uuid4().hex[:8]}",

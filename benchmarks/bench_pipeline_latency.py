@@ -14,11 +14,12 @@ Latency = receive time − send time, of the records sent after the warm-up; p50
 p99 / max, the rate achieved by the producer and the records missing at the end (a run
 that loses records or delivers none fails).
 
-Sides: ``native`` (Spark's own query, the map in SQL) or ``gridstream`` (the pipeline
-API, AT_LEAST_ONCE). Micro-batch trigger: ``--micro-batch`` (default ``"0 seconds"``:
+Sides (``--side``, default both, one after the other): ``gridstream`` (the pipeline API,
+AT_LEAST_ONCE: ``.map(upper)`` in the fused ``mapInArrow`` pass) and ``native`` (Spark's
+own query, the map in SQL). Micro-batch trigger: ``--micro-batch`` (default ``"0 seconds"``:
 each batch as soon as the previous one ends, the lowest latency micro-batches give).
 
-Prints JSON. Usage: python benchmarks/bench_pipeline_latency.py [--side native]
+Prints JSON. Usage: python benchmarks/bench_pipeline_latency.py [--side gridstream,native]
 [--rate 10000] [--seconds 40] [--warmup 10] [--partitions 2] [--micro-batch "0 seconds"]
 """
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -146,7 +146,8 @@ def percentiles(latencies_ns: list[int]) -> dict[str, float]:
 def _start_side(side: str, source: str, target: str, trigger: str) -> subprocess.Popen[str]:
     name = "native" if side == "native" else "gridstream-alo"
     proc = subprocess.Popen([sys.executable, "benchmarks/_pipeline_side.py", name, source,
-                             target, trigger], stdout=subprocess.PIPE, text=True,
+                             target, trigger], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True,
                             cwd=ROOT, env=spark_env())
     assert proc.stdout is not None
     line = proc.stdout.readline()  # blocks until READY or the process ends
@@ -157,8 +158,7 @@ def _start_side(side: str, source: str, target: str, trigger: str) -> subprocess
 
 
 def _stop_side(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate("stop\n", timeout=120)
     if proc.returncode != 0:
         raise AssertionError(f"the pipeline exited {proc.returncode}")
     return last_json(out)
@@ -247,7 +247,8 @@ def measure(side: str, trigger: str, args: argparse.Namespace) -> dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--side", choices=("native", "gridstream"), default="native")
+    parser.add_argument("--side", default="gridstream,native",
+                        help="gridstream, native, or both (comma-separated)")
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=40.0)
     parser.add_argument("--warmup", type=float, default=10.0)
@@ -262,17 +263,20 @@ def main(argv: list[str] | None = None) -> int:
         topic, rate, seconds = args.produce
         print(json.dumps(produce(topic, int(rate), float(seconds))), flush=True)
         return 0
-    runs = {}
-    for trigger in ("real_time", args.micro_batch):
-        runs["real_time" if trigger == "real_time" else "micro_batch"] = measure(
-            args.side, trigger, args)
-        print(json.dumps(runs), file=sys.stderr, flush=True)
-    rt, mb = runs["real_time"], runs["micro_batch"]
-    result = {"benchmark": "pipeline_latency", "side": args.side, "rate": args.rate,
-              "seconds": args.seconds, "warmup": args.warmup,
-              "partitions": args.partitions, "spark_master": "local[2]", **runs,
-              "p50_micro_batch_over_real_time": round(mb["p50_ms"] / rt["p50_ms"], 1),
-              "p99_micro_batch_over_real_time": round(mb["p99_ms"] / rt["p99_ms"], 1)}
+    result: dict[str, Any] = {
+        "benchmark": "pipeline_latency", "rate": args.rate, "seconds": args.seconds,
+        "warmup": args.warmup, "partitions": args.partitions, "spark_master": "local[2]"}
+    for side in args.side.split(","):
+        runs = {}
+        for trigger in ("real_time", args.micro_batch):
+            runs["real_time" if trigger == "real_time" else "micro_batch"] = measure(
+                side, trigger, args)
+            print(json.dumps({side: runs}), file=sys.stderr, flush=True)
+        rt, mb = runs["real_time"], runs["micro_batch"]
+        result[side] = {
+            **runs,
+            "p50_micro_batch_over_real_time": round(mb["p50_ms"] / rt["p50_ms"], 1),
+            "p99_micro_batch_over_real_time": round(mb["p99_ms"] / rt["p99_ms"], 1)}
     print(json.dumps(result, indent=2))
     return 0
 
