@@ -79,6 +79,7 @@ def _summary(query: Any) -> dict[str, Any]:
         first, last = with_rows[0], with_rows[-1]
         end = _epoch(last["timestamp"]) + last["durationMs"]["triggerExecution"] / 1000
         summary["drain_s"] = end - _epoch(first["timestamp"])
+        summary["duration_ms"] = last["durationMs"]  # the last batch's, by phase
     return summary
 
 
