@@ -1,0 +1,179 @@
+"""Shared parts of the pipeline benchmarks: the records, the topics, the output checks,
+Quix Streams' own virtualenv, and the one-process sides run as subprocesses.
+
+The workload: ``N`` string records of ``RECORD_BYTES`` bytes (``"%012d-"`` then
+lowercase letters), key the record's number as text; the map uppercases the value. An
+output record must be its input uppercased: the check reads every output record back
+and counts missing and duplicated numbers and any value that is not the expected one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+BOOTSTRAP = "127.0.0.1:9092"
+RECORD_BYTES = 100
+_PREFIX = 13  # "%012d-"
+FILLER = (b"abcdefghijklmnopqrstuvwxyz" * 4)[: RECORD_BYTES - _PREFIX]
+UPPER_FILLER = FILLER.upper()
+
+QUIX_VERSION = "3.28.*"
+"""Quix Streams pins ``confluent-kafka<2.13``: it runs in a virtualenv of its own."""
+QUIX_VENV = Path(os.environ.get("GRIDSTREAM_BENCH_QUIX_VENV",
+                                Path.home() / ".gridstream" / "bench" / "quix-venv"))
+
+
+def record(i: int) -> tuple[bytes, bytes]:
+    """Record ``i``: (key, value)."""
+    return b"%d" % i, b"%012d-" % i + FILLER
+
+
+# ------------------------------------------------------------------------- topics
+
+
+def create_topics(topics: Sequence[str], partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    futures = admin.create_topics(
+        [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics])
+    for future in futures.values():
+        future.result(30)
+
+
+def delete_topics(topics: Sequence[str]) -> None:
+    if not topics:
+        return
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    for future in admin.delete_topics(list(topics)).values():
+        with contextlib.suppress(KafkaException):  # never created: the run failed before
+            future.result(30)
+
+
+def fresh_topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def fill(topic: str, records: int) -> float:
+    """Produce records ``0..records-1`` (idempotent, lz4); the seconds it took."""
+    started = time.perf_counter()
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 20,
+                         "enable.idempotence": True, "compression.type": "lz4"})
+    for i in range(records):
+        key, value = record(i)
+        while True:
+            try:
+                producer.produce(topic, value, key)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    if producer.flush(60):
+        raise AssertionError("records undelivered after 60 s")
+    return time.perf_counter() - started
+
+
+def check_output(topic: str, records: int, *, exactly_once: bool) -> dict[str, int]:
+    """Read ``topic`` to its end (read_committed) and check it against the input:
+    every number present, each value its input uppercased, the key unchanged; under
+    ``exactly_once`` no duplicates either. ``AssertionError`` otherwise (a side that
+    wrote nothing fails here). Returns the counts."""
+    consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": uuid.uuid4().hex,
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    seen = bytearray(records)
+    total = wrong = 0
+    try:
+        parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        open_parts = set(parts)
+        while open_parts:
+            msgs = consumer.consume(10_000, timeout=10)
+            if not msgs:
+                raise AssertionError(f"{topic}: no end of partitions {sorted(open_parts)}")
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == -191:  # _PARTITION_EOF
+                        open_parts.discard(m.partition())
+                        continue
+                    raise KafkaException(err)
+                total += 1
+                value = m.value() or b""
+                number = int(value[:12]) if value[:12].isdigit() else -1
+                if (not 0 <= number < records or value[12:] != b"-" + UPPER_FILLER
+                        or m.key() != b"%d" % number):
+                    wrong += 1
+                    continue
+                if seen[number] < 255:
+                    seen[number] += 1
+    finally:
+        consumer.close()
+    missing = seen.count(0)
+    duplicates = total - wrong - (records - missing)
+    counts = {"records": total, "missing": missing, "duplicates": duplicates,
+              "wrong": wrong}
+    if missing or wrong or (exactly_once and duplicates):
+        raise AssertionError(f"{topic}: output does not match the input: {counts}")
+    return counts
+
+
+# ------------------------------------------------------------------------- processes
+
+
+def quix_python() -> Path:
+    """The Quix virtualenv's interpreter, the virtualenv created on first use
+    (``python -m venv`` + ``pip install quixstreams``)."""
+    python = QUIX_VENV / "bin" / "python"
+    if python.exists():
+        return python
+    QUIX_VENV.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", str(QUIX_VENV)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q",
+                    f"quixstreams=={QUIX_VERSION}"], check=True)
+    return python
+
+
+def last_json(stdout: str) -> dict[str, Any]:
+    for line in reversed(stdout.strip().splitlines()):
+        if line.startswith("{"):
+            value = json.loads(line)
+            assert isinstance(value, dict)
+            return value
+    raise AssertionError("the side printed no JSON line")
+
+
+def run_process(argv: Sequence[str], *, timeout_s: float = 1800.0,
+                env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run one side as its own process: its JSON line plus ``process_s``, the wall time
+    from its start to its exit."""
+    started = time.perf_counter()
+    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
+                          check=False, env=env, cwd=ROOT)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise AssertionError(f"{argv[1]} {' '.join(argv[2:4])} exited {proc.returncode}:\n"
+                             f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    result = last_json(proc.stdout)
+    result["process_s"] = elapsed
+    return result
+
+
+def spark_env() -> dict[str, str]:
+    """The environment of a Spark side: this checkout's package first."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env

@@ -1,0 +1,54 @@
+"""The pipeline benchmarks run end to end on a tiny workload (no timing asserted): every
+side starts, moves every record, and its output passes the benchmark's own check (each
+record there, uppercased; no duplicates under exactly-once), and the figures come out.
+
+The Kafka → Kafka benchmark includes Quix Streams, in its own virtualenv (created under
+``~/.gridstream/bench/quix-venv`` on first use, from the package index)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from gridstream.stack.service import LocalService
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(script: str, *args: str) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, f"benchmarks/{script}", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = proc.stdout.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("{"))
+    result = json.loads("\n".join(lines[start:]))
+    assert isinstance(result, dict)
+    return result
+
+
+def test_the_kafka_map_pipeline_benchmark_runs_every_side(
+        kafka_service: LocalService) -> None:
+    result = _run("bench_pipeline_kafka.py", "--records", "3000", "--repeat", "1")
+    sides = result["sides"]
+    assert set(sides) == {"native", "gridstream-alo", "gridstream-eo", "quix-alo",
+                          "quix-eo"}
+    for side, figures in sides.items():
+        assert figures["records_per_s_drain"] > 0, side
+    assert sides["gridstream-eo"]["duplicates"] == [0]
+    for kind in ("process", "drain"):
+        assert all(v is not None and v > 0 for v in result["ratios"][kind].values()), kind
+
+
+def test_the_latency_benchmark_measures_real_time_and_micro_batch(
+        kafka_service: LocalService) -> None:
+    result = _run("bench_pipeline_latency.py", "--side", "gridstream", "--rate", "500",
+                  "--seconds", "3", "--warmup", "1", "--partitions", "1")
+    for mode, trigger in (("real_time", "real_time"), ("micro_batch", "0 seconds")):
+        run = result["gridstream"][mode]
+        assert run["trigger"] == trigger
+        assert run["received"] >= run["sent"] == 2000
+        assert 0 < run["p50_ms"] <= run["p99_ms"] <= run["max_ms"]
+        assert run["query"]["input_rows"] > 0, mode
