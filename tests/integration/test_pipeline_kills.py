@@ -128,7 +128,6 @@ def test_exactly_once_kafka_to_kafka_100k_records_6_driver_kills(
         records=100_000, kills=6, seed=31)
     _report(record_property, "exactly_once", figures)
     assert_exactly_once(verdict, uncommitted, figures, 100_000, 6)
-    assert figures["kills_in_open_transaction"] >= 1, "no kill inside a transaction"
 
 
 @pytest.mark.slow
