@@ -75,7 +75,7 @@ def main() -> None:
             break
         if msg.error() is None:
             seen += 1
-            print(f"{msg.key().decode()}: {msg.value().decode()}")
+            print(f"{(msg.key() or b'').decode()}: {(msg.value() or b'').decode()}")
     consumer.close()
 
 

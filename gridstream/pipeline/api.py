@@ -216,7 +216,8 @@ class Pipeline:
     def job(self, guarantee: Guarantee | str = Guarantee.NONE, checkpoint: str | None = None,
             trigger: str | None = None, *, errors: str = "fail",
             dead_letter_topic: str | None = None, checkpoint_interval: str = "5 seconds",
-            allowed_modules: tuple[str, ...] = ()) -> PipelineJob:
+            allowed_modules: tuple[str, ...] = (),
+            real_time_python: bool = False) -> PipelineJob:
         """The pipeline as a ``Runnable`` for ``PipelineRunner`` (not started)."""
         from gridstream.pipeline.run import PipelineJob, RunOptions
 
@@ -224,19 +225,20 @@ class Pipeline:
         return PipelineJob(self, RunOptions.of(
             guarantee, checkpoint, trigger, errors=errors,
             dead_letter_topic=dead_letter_topic, checkpoint_interval=checkpoint_interval,
-            allowed_modules=allowed_modules))
+            allowed_modules=allowed_modules, real_time_python=real_time_python))
 
     def run(self, guarantee: Guarantee | str = Guarantee.NONE, checkpoint: str | None = None,
             trigger: str | None = None, *, errors: str = "fail",
             dead_letter_topic: str | None = None,
-            checkpoint_interval: str = "5 seconds") -> None:
+            checkpoint_interval: str = "5 seconds", real_time_python: bool = False) -> None:
         """Run until Ctrl-C (or, with ``trigger="available_now"``, until the input is
         read), printing a line per batch; raises the error that failed the query."""
         from gridstream.pipeline.run import run_jobs
 
         run_jobs([self.job(guarantee, checkpoint, trigger, errors=errors,
                            dead_letter_topic=dead_letter_topic,
-                           checkpoint_interval=checkpoint_interval)])
+                           checkpoint_interval=checkpoint_interval,
+                           real_time_python=real_time_python)])
 
 
 def _callable(fn: Any) -> Callable[[Any], Any]:

@@ -75,6 +75,7 @@ class ApiPipelineConfig(BaseModel):
     checkpoint: str | None = None
     trigger: str | None = None
     checkpoint_interval: str = "5 seconds"
+    real_time_python: bool = False
     errors: Literal["fail", "log", "dead_letter"] = "fail"
     dead_letter_topic: str | None = None
     source: dict[str, Any]
@@ -210,6 +211,7 @@ def build_job(config: ApiPipelineConfig, index: int, where: str, kafka: Any,
     try:
         return p.job(config.guarantee, config.checkpoint, config.trigger,
                      errors=config.errors, dead_letter_topic=config.dead_letter_topic,
-                     checkpoint_interval=config.checkpoint_interval, allowed_modules=allowed)
+                     checkpoint_interval=config.checkpoint_interval, allowed_modules=allowed,
+                     real_time_python=config.real_time_python)
     except ConfigError as exc:
         raise ConfigError(f"{prefix} ({config.name}): {exc}") from exc

@@ -123,12 +123,22 @@ class _Policy:
         out.add_error(source, reason, stage)
 
 
+class _Where:
+    """``_gs_where`` of row ``i``, read only for the rows in error."""
+
+    def __init__(self, column: pa.Array) -> None:
+        self.column = column
+
+    def __getitem__(self, index: int) -> str:
+        return str(self.column[index].as_py())
+
+
 def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
 def _finish(batch: pa.RecordBatch, out: _Builder, target: _Out,
-            policy: _Policy, stage: str, where: list[Any]) -> pa.RecordBatch:
+            policy: _Policy, stage: str, where: _Where) -> pa.RecordBatch:
     """The output batch: visible values converted to Arrow (a row whose values do not
     fit the schema becomes an error row), hidden columns taken from the input rows."""
     import pyarrow as pa
@@ -152,7 +162,7 @@ def _finish(batch: pa.RecordBatch, out: _Builder, target: _Out,
 
 
 def _mark_unfit(out: _Builder, visible: list[Any], policy: _Policy, stage: str,
-                where: list[Any]) -> None:
+                where: _Where) -> None:
     import pyarrow as pa
 
     for row in range(len(out.source)):
@@ -195,14 +205,16 @@ class ItemPass:
     def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         names = [n for n in batch.schema.names if n not in HIDDEN]
         columns = {n: batch.column(n).to_pylist() for n in names}
-        where = batch.column("_gs_where").to_pylist()
-        in_errors = batch.column("_gs_error").to_pylist()
-        in_stages = batch.column("_gs_stage").to_pylist()
+        where = _Where(batch.column("_gs_where"))
+        error_column = batch.column("_gs_error")
+        clean = error_column.null_count == batch.num_rows  # the usual case: no error in
+        in_errors = [] if clean else error_column.to_pylist()
+        in_stages = [] if clean else batch.column("_gs_stage").to_pylist()
         read = item_reader(self.shape, self.decode, columns)
         width = len([n for n in self.target.names if n not in HIDDEN])
         out, policy, steps, tail = _Builder(width), self.policy, self.steps, self.tail
         for i in range(batch.num_rows):
-            if in_errors[i] is not None:
+            if not clean and in_errors[i] is not None:
                 policy.error(out, i, where[i], in_stages[i] or "decode", in_errors[i], None)
                 continue
             stage = "decode"
@@ -247,7 +259,7 @@ class BatchPass:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        where = batch.column("_gs_where").to_pylist()
+        where = _Where(batch.column("_gs_where"))
         errors = batch.column("_gs_error")
         good = pc.is_null(errors)
         names = [n for n in batch.schema.names if n not in HIDDEN]

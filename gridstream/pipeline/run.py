@@ -9,11 +9,12 @@ read, rows written, error rows (observed in the JVM at the sink).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,12 +43,16 @@ class RunOptions:
     dead_letter_topic: str | None = None
     checkpoint_interval: str = "5 seconds"
     allowed_modules: tuple[str, ...] = ()
+    real_time_python: bool = False
+    """Run Python passes in real-time mode although Spark's allow-list of real-time
+    operators does not list ``MapInArrowExec`` (its check turned off for the query)."""
 
     @classmethod
     def of(cls, guarantee: Guarantee | str, checkpoint: str | None, trigger: str | None, *,
            errors: str = "fail", dead_letter_topic: str | None = None,
            checkpoint_interval: str = "5 seconds",
-           allowed_modules: tuple[str, ...] = ()) -> RunOptions:
+           allowed_modules: tuple[str, ...] = (),
+           real_time_python: bool = False) -> RunOptions:
         try:
             chosen = Guarantee(str(guarantee).upper())
         except ValueError as exc:
@@ -62,7 +67,7 @@ class RunOptions:
             raise ConfigError("errors='dead_letter' needs dead_letter_topic (and only it)")
         trigger_options(trigger, checkpoint_interval)  # a bad trigger is a ConfigError now
         return cls(chosen, checkpoint, trigger, errors, dead_letter_topic,
-                   checkpoint_interval, tuple(allowed_modules))
+                   checkpoint_interval, tuple(allowed_modules), real_time_python)
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,10 @@ class PipelineJob:
         if self.sink.foreach_batch:
             raise ConfigError(f"{why} a foreachBatch sink ({self.sink.describe()}): only a "
                               "Kafka sink")
+        python = [s.label for s in self.steps if isinstance(s, ItemStep | BatchStep)]
+        if python and not self.options.real_time_python:
+            raise ConfigError(f"{why} Python steps ({', '.join(python)}) by default: Spark "
+                              f"{_NOT_LISTED}")
 
     @property
     def failure(self) -> BaseException | None:
@@ -197,9 +206,16 @@ class PipelineJob:
             self._temporary = checkpoint = tempfile.mkdtemp(prefix=f"gs-{self.name}-")
         context = self.context(checkpoint)
         try:
-            flow = self.source.flow(spark, context)
-            self._compiled = compile_chain(flow, self.steps, self.sink, context)
-            self._query = self.sink.start(self._compiled.flow, context, self._on_batch)
+            real_time = is_real_time(self.options.trigger)
+            with _real_time_conf(spark, real_time, self.options.real_time_python):
+                flow = self.source.flow(spark, context)
+                self._compiled = compile_chain(flow, self.steps, self.sink, context)
+                if real_time and self._compiled.python_passes and \
+                        not self.options.real_time_python:
+                    raise ConfigError(f"pipeline {self.name!r}: real-time mode cannot run "
+                                      "the Python pass its (de)serializers need by "
+                                      f"default: Spark {_NOT_LISTED}")
+                self._query = self.sink.start(self._compiled.flow, context, self._on_batch)
         except GridstreamError as exc:
             self._failure = exc
             raise
@@ -216,11 +232,11 @@ class PipelineJob:
         if self._query is None:
             return
         for progress in self._query.recentProgress:
-            data = json.loads(progress.json)
-            batch = int(data.get("batchId", -1))
+            batch = int(progress.get("batchId", -1))
             if batch <= self._last_batch:
                 continue
             self._last_batch = batch
+            data = json.loads(progress.json)
             rows_in = int(data.get("numInputRows") or 0)
             metrics = (data.get("observedMetrics") or {}).get(OBSERVED) or {}
             if rows_in == 0 and not metrics:
@@ -256,6 +272,36 @@ class PipelineJob:
             if self._temporary is not None:
                 shutil.rmtree(self._temporary, ignore_errors=True)
                 self._temporary = None
+
+
+_V1_READERS = "spark.sql.streaming.disabledV2MicroBatchReaders"
+_ALLOWLIST = "spark.sql.streaming.realTimeMode.allowlistCheck"
+_NOT_LISTED = ("4.2's real-time mode does not list MapInArrowExec among its operators; "
+               "real_time_python=True runs them anyway, with the allow-list check off for "
+               "this query (at your own risk, Spark says)")
+
+
+@contextlib.contextmanager
+def _real_time_conf(spark: SparkSession, real_time: bool, python: bool) -> Iterator[None]:
+    """While a real-time query starts (its session clones the configuration then):
+    Spark's V2 Kafka reader on (real-time mode reads Kafka only through it; gridstream's
+    sessions turn it off for micro-batches, ``gridstream.spark.session``), and with
+    ``python`` the operator allow-list check off."""
+    if not real_time:
+        yield
+        return
+    settings = {_V1_READERS: "", **({_ALLOWLIST: "false"} if python else {})}
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def _static_plan(job: PipelineJob) -> list[str]:

@@ -24,7 +24,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
 
 
 def read(bootstrap: str, topic: str, *, committed: bool = True,
-         ) -> list[tuple[bytes | None, bytes | None, dict[str, bytes]]]:
+         ) -> list[tuple[Any, Any, dict[str, Any]]]:
     """Every record of ``topic`` up to its current end: ``(key, value, headers)``;
     ``read_committed`` unless ``committed=False``."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
@@ -37,7 +37,7 @@ def read(bootstrap: str, topic: str, *, committed: bool = True,
         ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=30)[1]
                 for tp in parts}
         consumer.assign(parts)
-        out: list[tuple[bytes | None, bytes | None, dict[str, bytes]]] = []
+        out: list[tuple[Any, Any, dict[str, Any]]] = []
         done = {p for p, end in ends.items() if end == 0}
         while len(done) < len(ends):
             msg = consumer.poll(5)
@@ -46,10 +46,11 @@ def read(bootstrap: str, topic: str, *, committed: bool = True,
                 done |= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
                 continue
             assert msg.error() is None, msg.error()
-            headers = {k: v for k, v in (msg.headers() or [])}
+            headers: dict[str, Any] = dict(msg.headers() or [])
             out.append((msg.key(), msg.value(), headers))
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                done.add(msg.partition())
+            partition, offset = int(msg.partition() or 0), int(msg.offset() or 0)
+            if offset + 1 >= ends[partition]:
+                done.add(partition)
         return out
     finally:
         consumer.close()

@@ -193,7 +193,7 @@ def test_map_batch_between_structured_steps(
 
 def test_a_pipeline_without_python_steps_runs_no_python(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
-        ) -> None:
+        capsys: pytest.CaptureFixture[str]) -> None:
     source, sink = topic_factory(2), topic_factory(1)
     produce(kafka_bootstrap, source, ((f"k{i}".encode(), f"v{i}".encode()) for i in range(100)))
     p = Pipeline.create(name="jvm-only")
@@ -204,7 +204,10 @@ def test_a_pipeline_without_python_steps_runs_no_python(
         query = job.start(spark)
         query.awaitTermination(120)
         assert job.failure is None
-        plan = query._jq.lastExecution().executedPlan().toString()  # noqa: SLF001
+        capsys.readouterr()
+        query.explain()
+        plan = capsys.readouterr().out
+        assert "KafkaTable" in plan or "Kafka" in plan, plan
         assert "Python" not in plan and "Arrow" not in plan, plan
         assert "python pass" not in job.describe()
     finally:
@@ -225,7 +228,8 @@ def test_real_time_mode_runs_a_stateless_kafka_to_kafka_pipeline(
     (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), source))
       .map(lambda kv: entry(kv[0], kv[1].upper()))
       .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
-    job = p.job(Guarantee.AT_LEAST_ONCE, str(tmp_path / "ck"), "real_time")
+    job = p.job(Guarantee.AT_LEAST_ONCE, str(tmp_path / "ck"), "real_time",
+                real_time_python=True)
     got: list[Any] = []
     try:
         query = job.start(spark)
@@ -239,6 +243,32 @@ def test_real_time_mode_runs_a_stateless_kafka_to_kafka_pipeline(
         job.close()
     assert sorted((k, v) for k, v, _ in got) == sorted(
         (f"k{i}".encode(), f"V{i}".encode()) for i in range(100))
+
+
+def test_real_time_mode_runs_a_jvm_only_pipeline_without_opt_in(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        ) -> None:
+    import time
+
+    source, sink = topic_factory(1), topic_factory(1)
+    produce(kafka_bootstrap, source, ((f"k{i}".encode(), f"v{i}".encode())
+                                      for i in range(50)))
+    p = Pipeline.create(name="real-time-jvm")
+    (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), source))
+      .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+    job = p.job(Guarantee.AT_LEAST_ONCE, str(tmp_path / "ck"), "real_time")
+    got: list[Any] = []
+    try:
+        query = job.start(spark)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and query.isActive and len(got) < 50:
+            time.sleep(2)
+            got = read(kafka_bootstrap, sink)
+        assert job.failure is None, job.failure
+    finally:
+        job.close()
+    assert sorted((k, v) for k, v, _ in got) == sorted(
+        (f"k{i}".encode(), f"v{i}".encode()) for i in range(50))
 
 
 def test_a_run_file_runs_an_api_pipeline(
@@ -268,9 +298,9 @@ properties."auto.offset.reset" = "earliest"
 properties."key.deserializer" = "StringDeserializer"
 properties."value.deserializer" = "StringDeserializer"
 [[pipeline.steps]]
-map = "tests.integration.pipeline_helpers:shout"
-[[pipeline.steps]]
 filter = "tests.integration.pipeline_helpers:no_x"
+[[pipeline.steps]]
+map = "tests.integration.pipeline_helpers:shout"
 [pipeline.sink]
 kind = "kafka"
 topic = "{sink}"
@@ -279,3 +309,25 @@ properties = {{ "key.serializer" = "StringSerializer", "value.serializer" = "Str
     assert run_config(run_file) == 0
     assert sorted((k, v) for k, v, _ in read(kafka_bootstrap, sink)) == [
         (b"a", b"HELLO"), (b"c", b"WORLD")]
+
+
+def test_none_with_group_commits_resumes_from_the_groups_offsets(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
+    import uuid
+
+    source, sink = topic_factory(2), topic_factory(1)
+    group = f"gs-test-{uuid.uuid4().hex[:8]}"
+    in_props = props(kafka_bootstrap, **{"group.id": group, "enable.auto.commit": "true"})
+
+    def once(first: int, count: int) -> None:
+        produce(kafka_bootstrap, source, ((b"k", str(i).encode())
+                                          for i in range(first, first + count)))
+        p = Pipeline.create(name="group")
+        (p.read_from(KafkaSources.kafka(in_props, source))
+          .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+        failure, _ = _run(p, spark)  # NONE: a new temporary checkpoint each run
+        assert failure is None
+
+    once(0, 10)
+    once(10, 5)
+    assert sorted(int(v) for _, v, _ in read(kafka_bootstrap, sink)) == list(range(15))

@@ -87,8 +87,14 @@ def test_error_policy_options_are_checked() -> None:
 def test_real_time_refuses_exactly_once() -> None:
     with pytest.raises(ConfigError, match="real-time mode.*EXACTLY_ONCE"):
         _pipeline().job(Guarantee.EXACTLY_ONCE, "/tmp/ck", "real_time")
-    job = _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time")
+    job = _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time",
+                          real_time_python=True)
     assert job.guarantee == Guarantee.AT_LEAST_ONCE
+
+
+def test_real_time_refuses_python_steps_unless_asked() -> None:
+    with pytest.raises(ConfigError, match=r"Python steps \(map#1, filter#2\).*MapInArrowExec"):
+        _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time")
 
 
 def test_real_time_refuses_stateful_steps() -> None:
@@ -97,7 +103,7 @@ def test_real_time_refuses_stateful_steps() -> None:
       .jvm_step("window", lambda flow: flow, stateful=True)
       .write_to(KafkaSinks.kafka(OUT, "o")))
     with pytest.raises(ConfigError, match=r"stateful steps \(window#2\)"):
-        p.job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time")
+        p.job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time", real_time_python=True)
 
 
 def test_real_time_refuses_foreach_batch_sinks() -> None:

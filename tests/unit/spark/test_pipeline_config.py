@@ -35,7 +35,7 @@ def test_example_files_are_valid() -> None:
     assert files
     for path in files:
         config = load_config(path)
-        assert config.pipeline
+        assert config.pipeline or config.api_pipelines
 
 
 def test_minimal_file_and_defaults(tmp_path: Path) -> None:
