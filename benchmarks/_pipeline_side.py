@@ -61,7 +61,9 @@ def _gridstream(side: str, source: str, target: str, trigger: str, checkpoint: s
       .map(upper_entry)
       .write_to(KafkaSinks.kafka(out_props, target)))
     guarantee = Guarantee.EXACTLY_ONCE if side == "gridstream-eo" else Guarantee.AT_LEAST_ONCE
-    return p.job(guarantee, checkpoint, trigger)
+    # real-time mode: the fused Python pass runs only with Spark's allow-list check off
+    # (MapInArrowExec is not on Spark 4.2's real-time allow-list)
+    return p.job(guarantee, checkpoint, trigger, real_time_python=trigger == "real_time")
 
 
 def _epoch(timestamp: str) -> float:
@@ -89,10 +91,11 @@ def main(argv: list[str]) -> int:
     from gridstream.spark import get_spark
 
     conf = {}
-    if trigger == "real_time":
+    if side == "native" and trigger == "real_time":
         # real-time mode reads Kafka through the V2 source only (with the V1 source:
         # STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED); get_spark turns it off
-        # for micro-batches (spark.sql.streaming.disabledV2MicroBatchReaders)
+        # for micro-batches (spark.sql.streaming.disabledV2MicroBatchReaders); a
+        # pipeline's real-time job turns it on itself
         conf["spark.sql.streaming.disabledV2MicroBatchReaders"] = ""
     spark = get_spark(app_name=f"bench-pipeline-{side}", conf=conf)
     session_s = time.perf_counter() - started
