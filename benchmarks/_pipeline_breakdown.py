@@ -1,0 +1,114 @@
+"""Where the map pipeline's time goes, in ONE warm Spark session (not a whole-process
+timing): the same pre-filled topic read to its end (``available_now``) by
+
+- ``native``: Spark's Kafka source and sink, ``upper`` in SQL;
+- ``bare_python``: the same query with the map in a hand-written ``mapInArrow`` pass (the
+  values to Python strings, ``upper``, back to Arrow: the least a per-row Python map costs);
+- ``gridstream-alo`` / ``gridstream-eo``: the pipeline API.
+
+Each side runs once to warm up, then ``--repeat`` times in rotating order; the medians of
+the queries' wall times (start → end) are printed as JSON.
+
+Usage: python benchmarks/_pipeline_breakdown.py [--records 500000] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._pipeline_bench import (
+    BOOTSTRAP,
+    check_output,
+    create_topics,
+    delete_topics,
+    fill,
+    fresh_topic,
+)
+from benchmarks._pipeline_side import _gridstream, _native
+
+
+def _upper_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    for batch in batches:
+        values = [None if v is None else v.upper() for v in batch.column(1).to_pylist()]
+        yield pa.RecordBatch.from_arrays([batch.column(0), pa.array(values, pa.binary())],
+                                         names=["key", "value"])
+
+
+def _bare_python(spark: Any, source: str, target: str, checkpoint: str) -> Any:
+    df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP)
+          .option("subscribe", source).option("startingOffsets", "earliest").load()
+          .select("key", "value"))
+    out = df.mapInArrow(_upper_batches, "key binary, value binary")
+    return (out.writeStream.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP)
+            .option("topic", target).option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True).start())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    from gridstream.spark import get_spark
+
+    spark = get_spark(app_name="bench-pipeline-breakdown")
+    source = fresh_topic("gs-bench-brk-in")
+    topics = [source]
+    starts: dict[str, Callable[[str, str], Any]] = {
+        "native": lambda t, ck: _native(spark, source, t, "available_now", ck),
+        "bare_python": lambda t, ck: _bare_python(spark, source, t, ck),
+        "gridstream-alo": lambda t, ck: _gridstream("gridstream-alo", source, t,
+                                                    "available_now", ck),
+        "gridstream-eo": lambda t, ck: _gridstream("gridstream-eo", source, t,
+                                                   "available_now", ck),
+    }
+    times: dict[str, list[float]] = {s: [] for s in starts}
+    try:
+        create_topics([source], args.partitions)
+        fill(source, args.records)
+        order = list(starts)
+        for r in range(-1, args.repeat):
+            for side in order[r % len(order):] + order[:r % len(order)]:
+                target = fresh_topic("gs-bench-brk-out")
+                topics.append(target)
+                create_topics([target], args.partitions)
+                with tempfile.TemporaryDirectory(prefix="gs-bench-ck-") as ck:
+                    began = time.perf_counter()
+                    started = starts[side](target, ck)
+                    job = None if hasattr(started, "awaitTermination") else started
+                    query = started if job is None else job.start(spark)
+                    query.awaitTermination()
+                    seconds = time.perf_counter() - began
+                    if job is not None:
+                        job.close()
+                check_output(target, args.records, exactly_once=side.endswith("-eo"))
+                if r >= 0:
+                    times[side].append(seconds)
+                print(json.dumps({"round": r, "side": side, "s": round(seconds, 2)}),
+                      file=sys.stderr, flush=True)
+    finally:
+        spark.stop()
+        delete_topics(topics)
+    med = {s: statistics.median(v) for s, v in times.items()}
+    print(json.dumps({"records": args.records, "partitions": args.partitions,
+                      "seconds": {s: [round(x, 2) for x in v] for s, v in times.items()},
+                      "records_per_s": {s: round(args.records / m) for s, m in med.items()},
+                      "vs_native": {s: round(med["native"] / m, 3) for s, m in med.items()}}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
