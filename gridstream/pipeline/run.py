@@ -46,7 +46,8 @@ class RunOptions:
     allowed_modules: tuple[str, ...] = ()
     real_time_python: bool = False
     """Run Python passes in real-time mode although Spark's allow-list of real-time
-    operators does not list ``MapInArrowExec`` (its check turned off for the query)."""
+    operators does not list ``MapInArrowExec`` (its check turned off in the session until
+    the job closes)."""
 
     @classmethod
     def of(cls, guarantee: Guarantee | str, checkpoint: str | None, trigger: str | None, *,
@@ -129,6 +130,9 @@ class PipelineJob:
         self._query: StreamingQuery | None = None
         self._compiled: Compiled | None = None
         self._temporary: str | None = None
+        self._allowlist: tuple[SparkSession, str | None] | None = None
+        """The session whose real-time allow-list check this job turned off, and its
+        value before."""
         self._last_batch = -1
         self._windows = any(isinstance(s, JvmStep) and s.label.startswith("window#")
                             for s in self.steps)
@@ -218,6 +222,8 @@ class PipelineJob:
                     raise ConfigError(f"pipeline {self.name!r}: real-time mode cannot run "
                                       "the Python pass its (de)serializers need by "
                                       f"default: Spark {_NOT_LISTED}")
+                if real_time and self.options.real_time_python:
+                    self._keep_allowlist_off(spark)
                 self._query = self.sink.start(self._compiled.flow, context, self._on_batch)
         except GridstreamError as exc:
             self._failure = exc
@@ -266,13 +272,27 @@ class PipelineJob:
             if isinstance(end, dict):
                 commit_offsets(self.source, end)  # type: ignore[arg-type]
 
+    def _keep_allowlist_off(self, spark: SparkSession) -> None:
+        """Spark checks the real-time allow-list when it plans each batch, not only when
+        the query starts: the check stays off in the session until ``close``."""
+        if self._allowlist is None:
+            self._allowlist = (spark, spark.conf.get(_ALLOWLIST, None))
+        spark.conf.set(_ALLOWLIST, "false")
+
     def close(self) -> None:
         """Stop the query if it runs, close the source and the sink, remove a
-        temporary checkpoint."""
+        temporary checkpoint, give the session back its allow-list check."""
         try:
             if self._query is not None and self._query.isActive:
                 self._query.stop()
         finally:
+            if self._allowlist is not None:
+                spark, old = self._allowlist
+                self._allowlist = None
+                if old is None:
+                    spark.conf.unset(_ALLOWLIST)
+                else:
+                    spark.conf.set(_ALLOWLIST, old)
             self.sink.close()
             self.source.close()
             if self._temporary is not None:

@@ -233,16 +233,24 @@ def test_real_time_mode_runs_a_stateless_kafka_to_kafka_pipeline(
     got: list[Any] = []
     try:
         query = job.start(spark)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and query.isActive and len(got) < 100:
-            time.sleep(2)
-            got = read(kafka_bootstrap, sink)
-        assert job.failure is None, job.failure
+        for wanted in (100, 200):  # the second round comes after a checkpoint interval:
+            # Spark checks its real-time allow-list again for every batch it plans
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and query.isActive and len(got) < wanted:
+                time.sleep(2)
+                got = read(kafka_bootstrap, sink)
+            assert job.failure is None and query.exception() is None, query.exception()
+            if wanted == 100:
+                time.sleep(7)
+                produce(kafka_bootstrap, source, ((f"k{i}".encode(), f"v{i}".encode())
+                                                  for i in range(100, 200)))
         assert "python pass 1: map#1, encode" in job.describe()
     finally:
         job.close()
+    assert spark.conf.get("spark.sql.streaming.realTimeMode.allowlistCheck", None) in \
+        (None, "true")
     assert sorted((k, v) for k, v, _ in got) == sorted(
-        (f"k{i}".encode(), f"V{i}".encode()) for i in range(100))
+        (f"k{i}".encode(), f"V{i}".encode()) for i in range(200))
 
 
 def test_real_time_mode_runs_a_jvm_only_pipeline_without_opt_in(
