@@ -97,10 +97,11 @@ def main(argv: list[str]) -> int:
         # for micro-batches (spark.sql.streaming.disabledV2MicroBatchReaders)
         conf["spark.sql.streaming.disabledV2MicroBatchReaders"] = ""
         if side != "native":
-            # MapInArrowExec is not on Spark 4.2's real-time allow-list; the job's
-            # real_time_python turns the check off only while the query starts, and the
-            # check, made at the query's first batch, still refused it here
-            conf["spark.sql.streaming.realTimeMode.allowlistCheck"] = "false"
+            # MapInArrowExec is not on Spark 4.2's real-time allow-list: the session is
+            # built with the check off, as the job's real_time_python requires
+            from gridstream.pipeline.run import REAL_TIME_PYTHON_CONF
+
+            conf.update(REAL_TIME_PYTHON_CONF)
     spark = get_spark(app_name=f"bench-pipeline-{side}", conf=conf)
     session_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory(prefix="gs-bench-ck-") as checkpoint:

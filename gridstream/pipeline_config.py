@@ -321,11 +321,16 @@ def run_config(path: str | Path) -> int:
     pipelines = [*build_pipelines(config), *build_api_jobs(config, str(path)),
                  *build_connectors(config)]
     settings = config.spark
+    conf = dict(settings.conf)
+    if any(getattr(getattr(p, "options", None), "real_time_python", False) for p in pipelines):
+        from gridstream.pipeline.run import REAL_TIME_PYTHON_CONF
+
+        conf.update(REAL_TIME_PYTHON_CONF)  # Spark reads it from the session's build
     restarts = {p.name: RestartPolicy(config.run.max_restarts, config.run.restart_delay_s)
                 for p in pipelines}
     runner = PipelineRunner(
         pipelines,
-        lambda: get_spark(settings.master, settings.app_name, settings.conf),
+        lambda: get_spark(settings.master, settings.app_name, conf),
         poll_s=config.run.progress_interval_s,
         restarts=restarts,
     )

@@ -46,8 +46,8 @@ class RunOptions:
     allowed_modules: tuple[str, ...] = ()
     real_time_python: bool = False
     """Run Python passes in real-time mode although Spark's allow-list of real-time
-    operators does not list ``MapInArrowExec`` (its check turned off in the session until
-    the job closes)."""
+    operators does not list ``MapInArrowExec``: the Spark session must be built with its
+    check off (``REAL_TIME_PYTHON_CONF``; ``Pipeline.run`` does so)."""
 
     @classmethod
     def of(cls, guarantee: Guarantee | str, checkpoint: str | None, trigger: str | None, *,
@@ -130,9 +130,6 @@ class PipelineJob:
         self._query: StreamingQuery | None = None
         self._compiled: Compiled | None = None
         self._temporary: str | None = None
-        self._allowlist: tuple[SparkSession, str | None] | None = None
-        """The session whose real-time allow-list check this job turned off, and its
-        value before."""
         self._last_batch = -1
         self._windows = any(isinstance(s, JvmStep) and s.label.startswith("window#")
                             for s in self.steps)
@@ -222,8 +219,8 @@ class PipelineJob:
                     raise ConfigError(f"pipeline {self.name!r}: real-time mode cannot run "
                                       "the Python pass its (de)serializers need by "
                                       f"default: Spark {_NOT_LISTED}")
-                if real_time and self.options.real_time_python:
-                    self._keep_allowlist_off(spark)
+                if real_time and self._compiled.python_passes:
+                    _check_allowlist_off(spark, self.name)
                 self._query = self.sink.start(self._compiled.flow, context, self._on_batch)
         except GridstreamError as exc:
             self._failure = exc
@@ -272,27 +269,13 @@ class PipelineJob:
             if isinstance(end, dict):
                 commit_offsets(self.source, end)  # type: ignore[arg-type]
 
-    def _keep_allowlist_off(self, spark: SparkSession) -> None:
-        """Spark checks the real-time allow-list when it plans each batch, not only when
-        the query starts: the check stays off in the session until ``close``."""
-        if self._allowlist is None:
-            self._allowlist = (spark, spark.conf.get(_ALLOWLIST, None))
-        spark.conf.set(_ALLOWLIST, "false")
-
     def close(self) -> None:
         """Stop the query if it runs, close the source and the sink, remove a
-        temporary checkpoint, give the session back its allow-list check."""
+        temporary checkpoint."""
         try:
             if self._query is not None and self._query.isActive:
                 self._query.stop()
         finally:
-            if self._allowlist is not None:
-                spark, old = self._allowlist
-                self._allowlist = None
-                if old is None:
-                    spark.conf.unset(_ALLOWLIST)
-                else:
-                    spark.conf.set(_ALLOWLIST, old)
             self.sink.close()
             self.source.close()
             if self._temporary is not None:
@@ -302,9 +285,25 @@ class PipelineJob:
 
 _V1_READERS = "spark.sql.streaming.disabledV2MicroBatchReaders"
 _ALLOWLIST = "spark.sql.streaming.realTimeMode.allowlistCheck"
+REAL_TIME_PYTHON_CONF = {_ALLOWLIST: "false"}
+"""What a Spark session needs to run Python passes in real-time mode: Spark 4.2 reads the
+allow-list setting from the configuration the session was built with (set on a running
+session, the query still fails at its first batch)."""
+
+
+def _check_allowlist_off(spark: SparkSession, name: str) -> None:
+    built = spark.sparkContext.getConf().get(_ALLOWLIST, "true")
+    if str(built).strip().lower() != "false":
+        raise ConfigError(
+            f"pipeline {name!r}: real_time_python needs a Spark session built with "
+            f"{_ALLOWLIST}=false (Spark 4.2 checks the setting the session was built with, "
+            "for every batch): Pipeline.run builds its session so; for your own, "
+            "get_spark(conf=REAL_TIME_PYTHON_CONF) from gridstream.pipeline.run")
+
+
 _NOT_LISTED = ("4.2's real-time mode does not list MapInArrowExec among its operators; "
-               "real_time_python=True runs them anyway, with the allow-list check off for "
-               "this query (at your own risk, Spark says)")
+               "real_time_python=True runs them anyway in a session built with the "
+               "allow-list check off (at your own risk, Spark says)")
 
 
 @contextlib.contextmanager
@@ -358,7 +357,9 @@ def run_jobs(jobs: Sequence[Any], spark_factory: Callable[[], SparkSession] | No
     from gridstream.spark.runner import PipelineRunner
     from gridstream.spark.session import get_spark
 
-    runner = PipelineRunner(jobs, spark_factory or (lambda: get_spark()))
+    conf = dict(REAL_TIME_PYTHON_CONF) if any(
+        getattr(getattr(j, "options", None), "real_time_python", False) for j in jobs) else {}
+    runner = PipelineRunner(jobs, spark_factory or (lambda: get_spark(conf=conf)))
     if runner.run() != 0:
         failed = [j.failure for j in jobs if j.failure is not None]
         if failed and isinstance(failed[0], GridstreamError):
