@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gridstream.errors import CodecError, RecordError
+from gridstream.errors import CodecError, GridError, KafkaClientError, RecordError, RegistryError
 from gridstream.pipeline.api import KafkaRecord
 from gridstream.pipeline.base import HIDDEN, ItemShape
 from gridstream.pipeline.serde._columns import DecodeError
@@ -29,6 +29,10 @@ __all__ = ["BatchPass", "ItemPass", "item_reader", "to_row"]
 log = logging.getLogger("gridstream.pipeline")
 
 _COPIED = ("_gs_ts", "_gs_where", "_gs_raw_key", "_gs_raw_value")
+
+INFRASTRUCTURE = (RegistryError, GridError, KafkaClientError)
+"""Failures of a service, not of the record: they stop the query (the checkpoint does
+not move past the batch) instead of becoming error rows."""
 
 
 def to_row(names: Sequence[str]) -> Callable[[Any], list[Any]]:
@@ -232,6 +236,8 @@ class ItemPass:
                         break
                 stage = self.tail_stage
                 rows = [tail(item) for item in items]
+            except INFRASTRUCTURE:
+                raise
             except Exception as exc:  # noqa: BLE001 - any failure of user code is the row's
                 if isinstance(exc, DecodeError):  # names the deserializer that failed
                     stage = exc.stage
@@ -275,6 +281,8 @@ class BatchPass:
         try:
             result = self._call(rows.select(names))
             values = _columns(result, visible)
+        except INFRASTRUCTURE:
+            raise
         except Exception as exc:  # noqa: BLE001 - the whole batch is the step's input
             for i in index:
                 self.policy.error(out, i, where[i], self.stage, _reason(exc), exc)

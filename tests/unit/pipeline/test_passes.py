@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from gridstream.errors import RecordError
+from gridstream.errors import GridError, KafkaClientError, RecordError, RegistryError
 from gridstream.pipeline.base import HIDDEN
 from gridstream.pipeline.passes import BatchPass, ItemPass, to_row
 
@@ -120,3 +120,32 @@ def test_map_batch_sees_only_the_good_rows() -> None:
     assert seen == [2]
     assert sorted(out.column("_gs_where").to_pylist()) == ["t[0]@0", "t[0]@1", "t[0]@2"]
     assert out.column("_gs_error").to_pylist().count("bad") == 1
+
+
+@pytest.mark.parametrize("error", [RegistryError("registry unreachable"),
+                                   GridError("grid down"),
+                                   KafkaClientError("broker down")])
+@pytest.mark.parametrize("policy", ["log", "dead_letter"])
+def test_a_service_failure_in_a_step_stops_the_pass_instead_of_blaming_the_row(
+        error: Exception, policy: str) -> None:
+    def step(kv: Any) -> Any:
+        raise error
+
+    fused = _pass([("map", step, "map#1")], errors=policy)
+    with pytest.raises(type(error)):
+        fused.batch(_batch(["1"]))
+
+
+@pytest.mark.parametrize("error", [RegistryError("registry unreachable"),
+                                   GridError("grid down"),
+                                   KafkaClientError("broker down")])
+def test_a_service_failure_in_map_batch_stops_the_pass(error: Exception) -> None:
+    def fn(rows: pa.RecordBatch) -> pa.RecordBatch:
+        raise error
+
+    schema = pa.schema([("key", pa.string()), ("value", pa.string()),
+                        *[f for f in OUT if f.name in HIDDEN]])
+    step = BatchPass(pipeline="p", errors="dead_letter", fn=fn, kind="arrow",
+                     stage="map_batch#1", schema=schema)
+    with pytest.raises(type(error)):
+        step.batch(_batch(["1"]))
