@@ -73,6 +73,8 @@ class RunContext:
     dead_letter_options: Mapping[str, str] = field(default_factory=dict)
     """Spark Kafka options (``kafka.bootstrap.servers``, ...) to write dead letters with
     when the sink is not a Kafka sink of the same cluster (secrets: never print)."""
+    checkpoint_interval: str = "5 seconds"
+    """Real-time mode: how often the checkpoint is written (at least 5 seconds)."""
 
 
 @dataclass(frozen=True)

@@ -125,3 +125,44 @@ def test_sources_and_sinks_check_their_properties() -> None:
 def test_describe_never_shows_secrets() -> None:
     source = KafkaSources.kafka({**PROPS, "sasl.password": "hunter2"}, "in")
     assert "hunter2" not in source.describe() and "hunter2" not in repr(source.options)
+
+
+class _Writer:
+    """Records what ``configure`` asks of a ``DataStreamWriter``."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, Any] = {}
+
+    def option(self, key: str, value: str) -> _Writer:
+        self.calls[key] = value
+        return self
+
+    def queryName(self, name: str) -> _Writer:  # noqa: N802 - Spark's name
+        return self
+
+    def outputMode(self, mode: str) -> _Writer:  # noqa: N802 - Spark's name
+        return self
+
+    def trigger(self, **options: Any) -> _Writer:
+        self.calls["trigger"] = options
+        return self
+
+
+def test_real_time_writes_the_checkpoint_at_the_asked_interval() -> None:
+    from gridstream.pipeline.streaming import configure
+
+    job = _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time",
+                          real_time_python=True, checkpoint_interval="30 seconds")
+    writer = _Writer()
+    configure(writer, job.context("/tmp/ck"))  # type: ignore[arg-type]
+    assert writer.calls["trigger"] == {"realTime": "30000 milliseconds"}
+
+
+@pytest.mark.parametrize("interval", ["1 second", "4999 ms", "available_now", "soon"])
+def test_a_checkpoint_interval_under_5_seconds_or_not_a_duration_is_refused(
+        interval: str) -> None:
+    with pytest.raises(ConfigError, match="checkpoint_interval"):
+        _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time",
+                        real_time_python=True, checkpoint_interval=interval)
+    with pytest.raises(ConfigError, match="checkpoint_interval"):
+        _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", checkpoint_interval=interval)
