@@ -166,3 +166,30 @@ def test_a_checkpoint_interval_under_5_seconds_or_not_a_duration_is_refused(
                         real_time_python=True, checkpoint_interval=interval)
     with pytest.raises(ConfigError, match="checkpoint_interval"):
         _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", checkpoint_interval=interval)
+
+
+@pytest.mark.parametrize("typo", ["value.deserialzer", "key.deserialiser", "value.shema",
+                                  "schema.registry.ulr", "basic.auth.user.inf"])
+def test_a_misspelt_deserializer_property_is_refused_not_ignored(typo: str) -> None:
+    props = {"bootstrap.servers": "127.0.0.1:9092", typo: "StringDeserializer"}
+    with pytest.raises(ConfigError, match=f"unknown .*{typo}.*known: .*value.deserializer"):
+        KafkaSources.kafka(props, "in")
+
+
+def test_a_misspelt_serializer_property_is_refused_not_ignored() -> None:
+    with pytest.raises(ConfigError, match="value.serialiser.*known: .*value.serializer"):
+        KafkaSinks.kafka({"bootstrap.servers": "b:9092",
+                          "value.serialiser": "StringSerializer"}, "out")
+
+
+@pytest.mark.parametrize("option", ["value.serializer", "auto.register.schemas",
+                                    "use.latest.version"])
+def test_a_source_refuses_serializer_options(option: str) -> None:
+    with pytest.raises(ConfigError, match=f"{option} is a serializer option"):
+        KafkaSources.kafka({**PROPS, option: "true"}, "in")
+
+
+@pytest.mark.parametrize("option", ["value.deserializer", "unknown.fields"])
+def test_a_sink_refuses_deserializer_options(option: str) -> None:
+    with pytest.raises(ConfigError, match=f"{option} is a deserializer option"):
+        KafkaSinks.kafka({**OUT, option: "String"}, "out")
