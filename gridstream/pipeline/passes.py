@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import CodecError, GridError, KafkaClientError, RecordError, RegistryError
+from gridstream.pipeline._fit import misfit, misfits
 from gridstream.pipeline.api import KafkaRecord
 from gridstream.pipeline.base import HIDDEN, ItemShape
 from gridstream.pipeline.serde._columns import DecodeError
@@ -39,9 +40,14 @@ def to_row(names: Sequence[str]) -> Callable[[Any], list[Any]]:
     """An item of a structured step → its values in field order (a dict by name, a
     tuple or list in order, a single value for a one-column schema)."""
     width = len(names)
+    known = frozenset(names)
 
     def convert(item: Any) -> list[Any]:
         if isinstance(item, dict):
+            if not known.issuperset(item):
+                extra = [k for k in item if k not in known]
+                raise CodecError(f"an item of a structured step has the key {extra[0]!r}, "
+                                 f"which is not a field of {list(names)}")
             return [item.get(n) for n in names]
         if isinstance(item, tuple | list) and len(item) == width:
             return list(item)
@@ -148,6 +154,8 @@ def _finish(batch: pa.RecordBatch, out: _Builder, target: _Out,
     import pyarrow as pa
 
     visible = [f for f in target.schema if f.name not in HIDDEN]
+    if any(misfits(v, f.type) for v, f in zip(out.values, visible, strict=True)):
+        _mark_unfit(out, visible, policy, stage, where)  # values Arrow would convert
     try:
         arrays = [pa.array(v, type=f.type) for v, f in zip(out.values, visible, strict=True)]
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
@@ -173,13 +181,18 @@ def _mark_unfit(out: _Builder, visible: list[Any], policy: _Policy, stage: str,
         if out.errors[row] is not None:
             continue
         for column, field in zip(out.values, visible, strict=True):
-            try:
-                pa.array([column[row]], type=field.type)
-            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-                reason = f"column {field.name!r} ({field.type}): {_reason(exc)}"
+            cause: BaseException | None = None
+            why = misfit(column[row], field.type)
+            if why is None:
+                try:
+                    pa.array([column[row]], type=field.type)
+                except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                    cause, why = exc, _reason(exc)
+            if why is not None:
+                reason = f"column {field.name!r} ({field.type}): {why}"
                 if policy.errors == "fail":
                     raise RecordError(reason, where=str(where[out.source[row]]),
-                                      stage=stage) from exc
+                                      stage=stage) from cause
                 if policy.errors == "log":
                     log.warning("pipeline %s: %s: %s: %s (row skipped)", policy.pipeline,
                                 where[out.source[row]], stage, reason)
