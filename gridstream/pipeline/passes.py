@@ -12,7 +12,7 @@ set, visible columns null) — or, under ``errors="fail"``, raise ``RecordError`
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +77,15 @@ def item_reader(shape: ItemShape, decode: Callable[[dict[str, Any]], Any] | None
                                      _headers(c["headers"][i] if "headers" in c else None))
     names = list(columns)
     return lambda i: {n: columns[n][i] for n in names}
+
+
+def _expanded(result: Any) -> Any:
+    """What a ``flat_map`` function returned, as the items to go on with: text, bytes
+    and dicts are iterable but hold no items (characters, byte values, keys)."""
+    if isinstance(result, str | bytes | bytearray | memoryview | Mapping):
+        raise CodecError(f"flat_map must return an iterable of items (a list, a tuple, a "
+                         f"generator...), not a {type(result).__name__}")
+    return result
 
 
 def _length(columns: dict[str, list[Any]]) -> int:
@@ -244,7 +253,7 @@ class ItemPass:
                     elif kind == "filter":
                         items = [item for item in items if fn(item)]
                     else:
-                        items = [o for item in items for o in fn(item)]
+                        items = [o for item in items for o in _expanded(fn(item))]
                     if not items:
                         break
                 stage = self.tail_stage

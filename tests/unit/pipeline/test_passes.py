@@ -197,3 +197,15 @@ def test_an_item_with_a_key_the_schema_lacks_is_an_error_row_naming_the_key() ->
     assert out.column("_gs_stage")[1].as_py() == "map#1"
     with pytest.raises(CodecError, match="'typo'"):
         to_row(["n"])({"n": 1, "typo": 2})
+
+
+@pytest.mark.parametrize("result", ["ab", b"ab", {"a": 1, "b": 2}])
+def test_a_flat_map_returning_text_bytes_or_a_dict_is_an_error_row_not_iterated(
+        result: Any) -> None:
+    fused = _pass([("flat_map", lambda kv: result, "flat_map#1")])
+    out = fused.batch(_batch(["1"]))
+    assert out.num_rows == 1
+    assert out.column("_gs_stage").to_pylist() == ["flat_map#1"]
+    assert out.column("_gs_error")[0].as_py().startswith(
+        f"CodecError: flat_map must return an iterable of items (a list, a tuple, a "
+        f"generator...), not a {type(result).__name__}")
