@@ -104,6 +104,11 @@ class Source(ABC):
     def flow(self, spark: SparkSession, context: RunContext) -> Flow:
         """The streaming DataFrame with the hidden columns ``_gs_ts`` and ``_gs_where``."""
 
+    def check(self, guarantee: Guarantee) -> None:
+        """``ConfigError`` for properties that would break ``guarantee`` (the run's,
+        lowered by the sink), before anything starts."""
+        return None
+
     def close(self) -> None:
         """Release what ``flow`` opened on the driver."""
         return None
@@ -128,6 +133,11 @@ class Sink(ABC):
     @abstractmethod
     def columns(self) -> str:
         """The Spark DDL of what ``encode`` returns (e.g. ``"key binary, value binary"``)."""
+
+    def check(self, guarantee: Guarantee) -> None:
+        """``ConfigError`` for properties that would break ``guarantee`` (the one this
+        sink gives: the run's, lowered by ``cap``), before anything starts."""
+        return None
 
     @abstractmethod
     def start(self, flow: Flow, context: RunContext,

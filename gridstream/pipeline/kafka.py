@@ -88,6 +88,14 @@ class KafkaSource(Source):
         if self.topics is None and pattern is None:
             raise ConfigError("KafkaSources.kafka: give topics or a pattern")
 
+    def check(self, guarantee: Guarantee) -> None:
+        """Under ``EXACTLY_ONCE`` records of aborted transactions must not be read."""
+        if (guarantee == Guarantee.EXACTLY_ONCE
+                and self.isolation_level.strip().lower() != "read_committed"):
+            raise ConfigError(f"KafkaSources.kafka: isolation.level="
+                              f"{self.isolation_level!r} cannot give EXACTLY_ONCE (it reads "
+                              "records of aborted transactions); use read_committed")
+
     def describe(self) -> str:
         what = ",".join(self.topics) if self.topics else f"pattern {self.pattern!r}"
         return (f"kafka {what} @ {self.bootstrap} ({self.projection}; "
@@ -170,7 +178,8 @@ class KafkaSink(Sink):
         self.bootstrap, client, serde_props = _split(props, "KafkaSinks.kafka", sink=True)
         self.topic, self.key_fn, self.value_fn = topic, key_fn, value_fn
         try:
-            self.cap = Guarantee(guarantee) if guarantee is not None else Guarantee.EXACTLY_ONCE
+            self.cap = (Guarantee(str(guarantee).upper()) if guarantee is not None
+                        else Guarantee.EXACTLY_ONCE)
         except ValueError as exc:
             raise ConfigError(f"guarantee {guarantee!r}: use one of "
                               f"{', '.join(Guarantee)}") from exc
@@ -179,6 +188,23 @@ class KafkaSink(Sink):
         self.value_ser = serde.serializer(serde_props, is_key=False)
         self.foreach_batch = False
         self._writer: Any = None
+
+    def check(self, guarantee: Guarantee) -> None:
+        """Above ``NONE`` every record must reach all in-sync replicas, once: ``acks``
+        other than ``all`` / ``-1`` or ``enable.idempotence=false`` would lose or
+        duplicate records silently."""
+        if guarantee == Guarantee.NONE:
+            return
+        acks = self.client.get("acks")
+        if acks is not None and str(acks).strip().lower() not in ("all", "-1"):
+            raise ConfigError(f"KafkaSinks.kafka: acks={acks!r} cannot give {guarantee} "
+                              "(a record the leader alone holds is lost with it); use "
+                              "acks=all, or guarantee NONE")
+        idempotence = self.client.get("enable.idempotence")
+        if idempotence is not None and str(idempotence).strip().lower() == "false":
+            raise ConfigError(f"KafkaSinks.kafka: enable.idempotence=false cannot give "
+                              f"{guarantee} (a retried send may write a record twice or "
+                              "out of order); leave it true, or use guarantee NONE")
 
     def describe(self) -> str:
         return (f"kafka {self.topic} @ {self.bootstrap} (key {self.key_ser!r}, value "

@@ -123,6 +123,8 @@ class PipelineJob:
         self.pipeline, self.options = pipeline, options
         self.source, self.steps, self.sink = pipeline.source, pipeline.steps, pipeline.sink
         self.guarantee = options.guarantee.lowered_to(self.sink.cap)
+        self.source.check(self.guarantee)
+        self.sink.check(self.guarantee)
         self._check_real_time()
         self.reports = _Reports(self)
         self.batches: dict[int, dict[str, Any]] = {}
@@ -146,7 +148,7 @@ class PipelineJob:
         if not is_real_time(self.options.trigger):
             return
         why = f"pipeline {self.name!r}: real-time mode (trigger='real_time') cannot run"
-        if self.options.guarantee == Guarantee.EXACTLY_ONCE:
+        if self.guarantee == Guarantee.EXACTLY_ONCE:
             raise ConfigError(f"{why} EXACTLY_ONCE (it has no foreachBatch for the "
                               "transactional writer); use AT_LEAST_ONCE")
         if not self.source.stateless_ok:

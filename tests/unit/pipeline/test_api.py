@@ -193,3 +193,48 @@ def test_a_source_refuses_serializer_options(option: str) -> None:
 def test_a_sink_refuses_deserializer_options(option: str) -> None:
     with pytest.raises(ConfigError, match=f"{option} is a deserializer option"):
         KafkaSinks.kafka({**OUT, option: "String"}, "out")
+
+
+@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])
+@pytest.mark.parametrize(("prop", "value", "why"), [
+    ("acks", "1", "acks='1' cannot give"), ("acks", 0, "acks=0 cannot give"),
+    ("enable.idempotence", "false", "enable.idempotence=false cannot give"),
+    ("enable.idempotence", False, "enable.idempotence=false cannot give")])
+def test_a_kafka_sink_refuses_producer_settings_that_break_the_guarantee(
+        guarantee: Guarantee, prop: str, value: Any, why: str) -> None:
+    p = Pipeline.create(name="t")
+    p.read_from(KafkaSources.kafka(PROPS, "in")).write_to(
+        KafkaSinks.kafka({**OUT, prop: value}, "out"))
+    with pytest.raises(ConfigError, match=why):
+        p.job(guarantee, "/tmp/ck")
+    for fine in ("all", "-1"):  # and acks=all or NONE are fine
+        q = Pipeline.create(name="t")
+        q.read_from(KafkaSources.kafka(PROPS, "in")).write_to(
+            KafkaSinks.kafka({**OUT, "acks": fine}, "out"))
+        assert q.job(guarantee, "/tmp/ck").guarantee == guarantee
+    assert p.job(Guarantee.NONE).guarantee == Guarantee.NONE
+
+
+def test_a_kafka_source_refuses_read_uncommitted_under_exactly_once() -> None:
+    def job(guarantee: Guarantee, sink_guarantee: str | None = None) -> Any:
+        p = Pipeline.create(name="t")
+        p.read_from(KafkaSources.kafka({**PROPS, "isolation.level": "read_uncommitted"},
+                                       "in")).write_to(
+            KafkaSinks.kafka(OUT, "out", guarantee=sink_guarantee))
+        return p.job(guarantee, "/tmp/ck")
+
+    with pytest.raises(ConfigError, match="isolation.level='read_uncommitted' cannot give"):
+        job(Guarantee.EXACTLY_ONCE)
+    assert job(Guarantee.AT_LEAST_ONCE).guarantee == Guarantee.AT_LEAST_ONCE
+    assert job(Guarantee.EXACTLY_ONCE, "AT_LEAST_ONCE").guarantee == Guarantee.AT_LEAST_ONCE
+
+
+@pytest.mark.parametrize("spelt", ["at_least_once", "At_Least_Once", "AT_LEAST_ONCE"])
+def test_a_kafka_sink_guarantee_is_read_in_any_case(spelt: str) -> None:
+    assert KafkaSinks.kafka(OUT, "out", guarantee=spelt).cap == Guarantee.AT_LEAST_ONCE
+
+
+def test_real_time_checks_the_guarantee_the_sink_lowered() -> None:
+    job = _pipeline(guarantee="AT_LEAST_ONCE").job(
+        Guarantee.EXACTLY_ONCE, "/tmp/ck", "real_time", real_time_python=True)
+    assert job.guarantee == Guarantee.AT_LEAST_ONCE
