@@ -209,3 +209,13 @@ def test_a_flat_map_returning_text_bytes_or_a_dict_is_an_error_row_not_iterated(
     assert out.column("_gs_error")[0].as_py().startswith(
         f"CodecError: flat_map must return an iterable of items (a list, a tuple, a "
         f"generator...), not a {type(result).__name__}")
+
+
+def test_a_registry_failure_while_decoding_stops_the_pass() -> None:
+    def decode(row: dict[str, Any]) -> Any:
+        raise RegistryError("schema registry http://registry: unreachable")
+
+    fused = ItemPass(pipeline="p", errors="dead_letter", shape="entry", decode=decode,
+                     steps=[], tail=_encode, tail_stage="encode", schema=OUT)
+    with pytest.raises(RegistryError, match="unreachable"):
+        fused.batch(_batch(["1"]))
