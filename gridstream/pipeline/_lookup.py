@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gridstream.grid.contract import GridAdapter, Key, Value
+from gridstream.pipeline._fit import misfits
 from gridstream.pipeline.base import HIDDEN
 
 if TYPE_CHECKING:
@@ -27,13 +28,19 @@ def _convert(values: list[Any], kind: pa.DataType) -> tuple[pa.Array, dict[int, 
     """The column, and the rows whose value does not fit ``kind`` (their reason)."""
     import pyarrow as pa
 
-    try:
-        return pa.array(values, type=kind), {}
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
-        pass
+    loose = misfits(values, kind)  # values Arrow would convert (1.5 → 1, ...)
+    if not loose:
+        try:
+            return pa.array(values, type=kind), {}
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
+            pass
     fitted: list[Any] = []
     bad: dict[int, str] = {}
     for i, value in enumerate(values):
+        if i in loose:
+            fitted.append(None)
+            bad[i] = f"{type(value).__name__} value does not fit {kind}: {loose[i]}"
+            continue
         try:
             pa.array([value], type=kind)
             fitted.append(value)

@@ -73,6 +73,8 @@ class RunContext:
     dead_letter_options: Mapping[str, str] = field(default_factory=dict)
     """Spark Kafka options (``kafka.bootstrap.servers``, ...) to write dead letters with
     when the sink is not a Kafka sink of the same cluster (secrets: never print)."""
+    checkpoint_interval: str = "5 seconds"
+    """Real-time mode: how often the checkpoint is written (at least 5 seconds)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,11 @@ class Source(ABC):
     def flow(self, spark: SparkSession, context: RunContext) -> Flow:
         """The streaming DataFrame with the hidden columns ``_gs_ts`` and ``_gs_where``."""
 
+    def check(self, guarantee: Guarantee) -> None:
+        """``ConfigError`` for properties that would break ``guarantee`` (the run's,
+        lowered by the sink), before anything starts."""
+        return None
+
     def close(self) -> None:
         """Release what ``flow`` opened on the driver."""
         return None
@@ -126,6 +133,11 @@ class Sink(ABC):
     @abstractmethod
     def columns(self) -> str:
         """The Spark DDL of what ``encode`` returns (e.g. ``"key binary, value binary"``)."""
+
+    def check(self, guarantee: Guarantee) -> None:
+        """``ConfigError`` for properties that would break ``guarantee`` (the one this
+        sink gives: the run's, lowered by ``cap``), before anything starts."""
+        return None
 
     @abstractmethod
     def start(self, flow: Flow, context: RunContext,

@@ -43,6 +43,7 @@ __all__ = ["SINKS", "SOURCES", "ApiPipelineConfig", "build_job", "is_api_pipelin
 _STRICT = ConfigDict(frozen=True, populate_by_name=True, extra="forbid",
                      hide_input_in_errors=True)
 _STEP_KINDS = ("map", "filter", "flat_map", "map_batch", "window", "join")
+_SCHEMA_STEPS = ("map", "flat_map", "map_batch")
 
 
 class StepConfig(BaseModel):
@@ -57,12 +58,21 @@ class StepConfig(BaseModel):
     window: dict[str, Any] | None = None
     join: dict[str, Any] | None = None
     schema_: str | None = Field(default=None, alias="schema")
-    kind: Literal["arrow", "pandas"] = "arrow"
+    kind: Literal["arrow", "pandas"] | None = None
 
     def which(self) -> tuple[str, Any]:
+        """The step's kind and function path (or options); ``ValueError`` unless exactly
+        one is given, or for an option the step does not take (``schema`` applies to
+        ``map``, ``flat_map`` and ``map_batch``, ``kind`` to ``map_batch`` only)."""
         given = [(k, getattr(self, k)) for k in _STEP_KINDS if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(f"a step has exactly one of {', '.join(_STEP_KINDS)}")
+        step = given[0][0]
+        if self.schema_ is not None and step not in _SCHEMA_STEPS:
+            raise ValueError(f"schema does not apply to a {step} step (only to "
+                             f"{', '.join(_SCHEMA_STEPS)})")
+        if self.kind is not None and step != "map_batch":
+            raise ValueError(f"kind does not apply to a {step} step (only to map_batch)")
         return given[0]
 
 
@@ -201,7 +211,8 @@ def build_job(config: ApiPipelineConfig, index: int, where: str, kafka: Any,
                 except TypeError as exc:  # an unknown or missing option of the step
                     raise ConfigError(f"{option}: {exc}") from exc
             elif kind == "map_batch":
-                stage = stage.map_batch(load(value, option), step.schema_, step.kind)
+                stage = stage.map_batch(load(value, option), step.schema_,
+                                        step.kind or "arrow")
             elif kind == "filter":
                 stage = stage.filter(load(value, option))
             else:

@@ -32,6 +32,7 @@ from gridstream.grid.contract import GridAdapter, Key
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink
 from gridstream.pipeline.errors import split_batch
 from gridstream.pipeline.grid_changes import GridChangesSource
+from gridstream.pipeline.streaming import observed
 from gridstream.protocol.values import wire_default
 from gridstream.spark.config import parse_trigger
 
@@ -190,7 +191,7 @@ class GridMapSink(Sink):
         self._context = context
         self._on_batch = on_batch
         self._started.clear()
-        writer = (flow.df.writeStream.queryName(context.name)
+        writer = (observed(flow.df).writeStream.queryName(context.name)
                   .option("checkpointLocation", context.checkpoint)
                   .foreachBatch(self.write_batch))
         if context.trigger is not None:

@@ -18,6 +18,7 @@ from gridstream.kafka import KafkaProperties, redact
 from gridstream.pipeline import serde
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink, Source
 from gridstream.pipeline.errors import route_to_kafka
+from gridstream.pipeline.serde._names import check_options
 from gridstream.pipeline.streaming import configure, good_rows, observed
 from gridstream.spark.kafka_source import SPARK_MANAGED, client_options, source_options
 
@@ -35,8 +36,11 @@ _SERDE_PREFIXES = ("key.", "value.", "schema.registry.", "basic.auth.",
 _SOURCE_OWN = frozenset({"isolation.level", "group.id"})
 
 
-def _split(props: Mapping[str, Any], owner: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """Bootstrap servers, client properties, (de)serializer properties."""
+def _split(props: Mapping[str, Any], owner: str, *, sink: bool,
+           ) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Bootstrap servers, client properties, (de)serializer properties (``ConfigError``
+    for one that is no option of the sink's serializers or the source's
+    deserializers)."""
     if not isinstance(props, Mapping):
         raise ConfigError(f"{owner}: properties must be a mapping")
     bootstrap = props.get("bootstrap.servers")
@@ -45,6 +49,7 @@ def _split(props: Mapping[str, Any], owner: str) -> tuple[str, dict[str, Any], d
     client = {k: v for k, v in props.items()
               if k != "bootstrap.servers" and not k.startswith(_SERDE_PREFIXES)}
     serde_props = {k: v for k, v in props.items() if k.startswith(_SERDE_PREFIXES)}
+    check_options(serde_props, serializer=sink, owner=owner)
     return str(bootstrap), client, serde_props
 
 
@@ -62,7 +67,7 @@ class KafkaSource(Source):
                  max_offsets_per_trigger: int | None = None) -> None:
         if projection not in ("entry", "value", "record"):
             raise ConfigError(f"projection {projection!r}: use 'entry', 'value' or 'record'")
-        self.bootstrap, client, serde_props = _split(props, "KafkaSources.kafka")
+        self.bootstrap, client, serde_props = _split(props, "KafkaSources.kafka", sink=False)
         self.topics = [topics] if isinstance(topics, str) else (
             list(topics) if topics is not None else None)
         if self.topics is not None and not all(self.topics):
@@ -82,6 +87,14 @@ class KafkaSource(Source):
         self.value_de = serde.deserializer(serde_props, is_key=False)
         if self.topics is None and pattern is None:
             raise ConfigError("KafkaSources.kafka: give topics or a pattern")
+
+    def check(self, guarantee: Guarantee) -> None:
+        """Under ``EXACTLY_ONCE`` records of aborted transactions must not be read."""
+        if (guarantee == Guarantee.EXACTLY_ONCE
+                and self.isolation_level.strip().lower() != "read_committed"):
+            raise ConfigError(f"KafkaSources.kafka: isolation.level="
+                              f"{self.isolation_level!r} cannot give EXACTLY_ONCE (it reads "
+                              "records of aborted transactions); use read_committed")
 
     def describe(self) -> str:
         what = ",".join(self.topics) if self.topics else f"pattern {self.pattern!r}"
@@ -162,10 +175,11 @@ class KafkaSink(Sink):
                  guarantee: Guarantee | str | None = None) -> None:
         if not topic:
             raise ConfigError("KafkaSinks.kafka: give a topic")
-        self.bootstrap, client, serde_props = _split(props, "KafkaSinks.kafka")
+        self.bootstrap, client, serde_props = _split(props, "KafkaSinks.kafka", sink=True)
         self.topic, self.key_fn, self.value_fn = topic, key_fn, value_fn
         try:
-            self.cap = Guarantee(guarantee) if guarantee is not None else Guarantee.EXACTLY_ONCE
+            self.cap = (Guarantee(str(guarantee).upper()) if guarantee is not None
+                        else Guarantee.EXACTLY_ONCE)
         except ValueError as exc:
             raise ConfigError(f"guarantee {guarantee!r}: use one of "
                               f"{', '.join(Guarantee)}") from exc
@@ -174,6 +188,23 @@ class KafkaSink(Sink):
         self.value_ser = serde.serializer(serde_props, is_key=False)
         self.foreach_batch = False
         self._writer: Any = None
+
+    def check(self, guarantee: Guarantee) -> None:
+        """Above ``NONE`` every record must reach all in-sync replicas, once: ``acks``
+        other than ``all`` / ``-1`` or ``enable.idempotence=false`` would lose or
+        duplicate records silently."""
+        if guarantee == Guarantee.NONE:
+            return
+        acks = self.client.get("acks")
+        if acks is not None and str(acks).strip().lower() not in ("all", "-1"):
+            raise ConfigError(f"KafkaSinks.kafka: acks={acks!r} cannot give {guarantee} "
+                              "(a record the leader alone holds is lost with it); use "
+                              "acks=all, or guarantee NONE")
+        idempotence = self.client.get("enable.idempotence")
+        if idempotence is not None and str(idempotence).strip().lower() == "false":
+            raise ConfigError(f"KafkaSinks.kafka: enable.idempotence=false cannot give "
+                              f"{guarantee} (a retried send may write a record twice or "
+                              "out of order); leave it true, or use guarantee NONE")
 
     def describe(self) -> str:
         return (f"kafka {self.topic} @ {self.bootstrap} (key {self.key_ser!r}, value "

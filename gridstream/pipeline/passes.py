@@ -12,11 +12,12 @@ set, visible columns null) — or, under ``errors="fail"``, raise ``RecordError`
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gridstream.errors import CodecError, RecordError
+from gridstream.errors import CodecError, GridError, KafkaClientError, RecordError, RegistryError
+from gridstream.pipeline._fit import misfit, misfits
 from gridstream.pipeline.api import KafkaRecord
 from gridstream.pipeline.base import HIDDEN, ItemShape
 from gridstream.pipeline.serde._columns import DecodeError
@@ -30,14 +31,23 @@ log = logging.getLogger("gridstream.pipeline")
 
 _COPIED = ("_gs_ts", "_gs_where", "_gs_raw_key", "_gs_raw_value")
 
+INFRASTRUCTURE = (RegistryError, GridError, KafkaClientError)
+"""Failures of a service, not of the record: they stop the query (the checkpoint does
+not move past the batch) instead of becoming error rows."""
+
 
 def to_row(names: Sequence[str]) -> Callable[[Any], list[Any]]:
     """An item of a structured step → its values in field order (a dict by name, a
     tuple or list in order, a single value for a one-column schema)."""
     width = len(names)
+    known = frozenset(names)
 
     def convert(item: Any) -> list[Any]:
         if isinstance(item, dict):
+            if not known.issuperset(item):
+                extra = [k for k in item if k not in known]
+                raise CodecError(f"an item of a structured step has the key {extra[0]!r}, "
+                                 f"which is not a field of {list(names)}")
             return [item.get(n) for n in names]
         if isinstance(item, tuple | list) and len(item) == width:
             return list(item)
@@ -67,6 +77,15 @@ def item_reader(shape: ItemShape, decode: Callable[[dict[str, Any]], Any] | None
                                      _headers(c["headers"][i] if "headers" in c else None))
     names = list(columns)
     return lambda i: {n: columns[n][i] for n in names}
+
+
+def _expanded(result: Any) -> Any:
+    """What a ``flat_map`` function returned, as the items to go on with: text, bytes
+    and dicts are iterable but hold no items (characters, byte values, keys)."""
+    if isinstance(result, str | bytes | bytearray | memoryview | Mapping):
+        raise CodecError(f"flat_map must return an iterable of items (a list, a tuple, a "
+                         f"generator...), not a {type(result).__name__}")
+    return result
 
 
 def _length(columns: dict[str, list[Any]]) -> int:
@@ -144,6 +163,8 @@ def _finish(batch: pa.RecordBatch, out: _Builder, target: _Out,
     import pyarrow as pa
 
     visible = [f for f in target.schema if f.name not in HIDDEN]
+    if any(misfits(v, f.type) for v, f in zip(out.values, visible, strict=True)):
+        _mark_unfit(out, visible, policy, stage, where)  # values Arrow would convert
     try:
         arrays = [pa.array(v, type=f.type) for v, f in zip(out.values, visible, strict=True)]
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
@@ -169,13 +190,18 @@ def _mark_unfit(out: _Builder, visible: list[Any], policy: _Policy, stage: str,
         if out.errors[row] is not None:
             continue
         for column, field in zip(out.values, visible, strict=True):
-            try:
-                pa.array([column[row]], type=field.type)
-            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-                reason = f"column {field.name!r} ({field.type}): {_reason(exc)}"
+            cause: BaseException | None = None
+            why = misfit(column[row], field.type)
+            if why is None:
+                try:
+                    pa.array([column[row]], type=field.type)
+                except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                    cause, why = exc, _reason(exc)
+            if why is not None:
+                reason = f"column {field.name!r} ({field.type}): {why}"
                 if policy.errors == "fail":
                     raise RecordError(reason, where=str(where[out.source[row]]),
-                                      stage=stage) from exc
+                                      stage=stage) from cause
                 if policy.errors == "log":
                     log.warning("pipeline %s: %s: %s: %s (row skipped)", policy.pipeline,
                                 where[out.source[row]], stage, reason)
@@ -227,11 +253,13 @@ class ItemPass:
                     elif kind == "filter":
                         items = [item for item in items if fn(item)]
                     else:
-                        items = [o for item in items for o in fn(item)]
+                        items = [o for item in items for o in _expanded(fn(item))]
                     if not items:
                         break
                 stage = self.tail_stage
                 rows = [tail(item) for item in items]
+            except INFRASTRUCTURE:
+                raise
             except Exception as exc:  # noqa: BLE001 - any failure of user code is the row's
                 if isinstance(exc, DecodeError):  # names the deserializer that failed
                     stage = exc.stage
@@ -275,6 +303,8 @@ class BatchPass:
         try:
             result = self._call(rows.select(names))
             values = _columns(result, visible)
+        except INFRASTRUCTURE:
+            raise
         except Exception as exc:  # noqa: BLE001 - the whole batch is the step's input
             for i in index:
                 self.policy.error(out, i, where[i], self.stage, _reason(exc), exc)

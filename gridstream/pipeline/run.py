@@ -24,7 +24,7 @@ from gridstream.pipeline.base import Guarantee, RunContext
 from gridstream.pipeline.compile import Compiled, compile_chain, plan
 from gridstream.pipeline.errors import ERRORS
 from gridstream.pipeline.stateful import late_rows
-from gridstream.pipeline.streaming import OBSERVED, is_real_time, trigger_options
+from gridstream.pipeline.streaming import OBSERVED, checkpoint_every, is_real_time, trigger_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,6 +68,7 @@ class RunOptions:
         if (errors == "dead_letter") != bool(dead_letter_topic):
             raise ConfigError("errors='dead_letter' needs dead_letter_topic (and only it)")
         trigger_options(trigger, checkpoint_interval)  # a bad trigger is a ConfigError now
+        checkpoint_every(checkpoint_interval)  # and a bad interval, whatever the trigger
         return cls(chosen, checkpoint, trigger, errors, dead_letter_topic,
                    checkpoint_interval, tuple(allowed_modules), real_time_python)
 
@@ -123,6 +124,8 @@ class PipelineJob:
         self.pipeline, self.options = pipeline, options
         self.source, self.steps, self.sink = pipeline.source, pipeline.steps, pipeline.sink
         self.guarantee = options.guarantee.lowered_to(self.sink.cap)
+        self.source.check(self.guarantee)
+        self.sink.check(self.guarantee)
         self._check_real_time()
         self.reports = _Reports(self)
         self.batches: dict[int, dict[str, Any]] = {}
@@ -146,7 +149,7 @@ class PipelineJob:
         if not is_real_time(self.options.trigger):
             return
         why = f"pipeline {self.name!r}: real-time mode (trigger='real_time') cannot run"
-        if self.options.guarantee == Guarantee.EXACTLY_ONCE:
+        if self.guarantee == Guarantee.EXACTLY_ONCE:
             raise ConfigError(f"{why} EXACTLY_ONCE (it has no foreachBatch for the "
                               "transactional writer); use AT_LEAST_ONCE")
         if not self.source.stateless_ok:
@@ -187,7 +190,8 @@ class PipelineJob:
     def context(self, checkpoint: str) -> RunContext:
         return RunContext(self.name, self.guarantee, checkpoint, self.options.trigger,
                           self.options.allowed_modules, self.options.errors,  # type: ignore[arg-type]
-                          self.options.dead_letter_topic, self._dead_letter_options())
+                          self.options.dead_letter_topic, self._dead_letter_options(),
+                          self.options.checkpoint_interval)
 
     def _dead_letter_options(self) -> dict[str, str]:
         for end in (self.sink, self.source):

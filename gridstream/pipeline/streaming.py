@@ -21,6 +21,10 @@ OBSERVED = "gs_pipeline"
 """The name of the observed metrics (``rows``, ``errors``) of the rows reaching the sink."""
 
 
+MIN_CHECKPOINT_INTERVAL_MS = 5000
+"""Real-time mode writes its checkpoint at most this often."""
+
+
 def trigger_options(trigger: str | None, checkpoint_interval: str = "5 seconds",
                     ) -> dict[str, Any]:
     """``DataStreamWriter.trigger`` keywords: ``{}`` (as fast as possible), processing
@@ -29,9 +33,23 @@ def trigger_options(trigger: str | None, checkpoint_interval: str = "5 seconds",
     if trigger is None:
         return {}
     if trigger.strip().lower().replace("-", "_") == REAL_TIME:
-        parse_trigger_or_raise(checkpoint_interval)
-        return {"realTime": checkpoint_interval}
+        return {"realTime": checkpoint_every(checkpoint_interval)}
     return parse_trigger_or_raise(trigger)
+
+
+def checkpoint_every(interval: str) -> str:
+    """``checkpoint_interval`` checked (a duration of at least 5 seconds) → Spark's
+    interval text (``"10000 milliseconds"``); ``ConfigError`` otherwise."""
+    try:
+        parsed = parse_trigger(interval).get("processingTime")
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, str):
+        raise ConfigError(f"checkpoint_interval {interval!r}: use a duration such as "
+                          "'5 seconds' or '1 minute'")
+    if int(parsed.split()[0]) < MIN_CHECKPOINT_INTERVAL_MS:
+        raise ConfigError(f"checkpoint_interval {interval!r}: at least 5 seconds")
+    return parsed
 
 
 def parse_trigger_or_raise(text: str) -> dict[str, Any]:
@@ -45,14 +63,14 @@ def is_real_time(trigger: str | None) -> bool:
     return trigger is not None and trigger.strip().lower().replace("-", "_") == REAL_TIME
 
 
-def configure(writer: DataStreamWriter, context: RunContext,
-              checkpoint_interval: str = "5 seconds") -> DataStreamWriter:
-    """Checkpoint, trigger, query name (the pipeline's), output mode."""
+def configure(writer: DataStreamWriter, context: RunContext) -> DataStreamWriter:
+    """Checkpoint, trigger (real-time: ``context.checkpoint_interval``), query name (the
+    pipeline's), output mode."""
     writer = (writer.option("checkpointLocation", context.checkpoint)
               .queryName(context.name))
     if is_real_time(context.trigger):
         writer = writer.outputMode("update")
-    options = trigger_options(context.trigger, checkpoint_interval)
+    options = trigger_options(context.trigger, context.checkpoint_interval)
     return writer.trigger(**options) if options else writer
 
 

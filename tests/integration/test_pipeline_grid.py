@@ -109,6 +109,10 @@ def test_kafka_to_a_grid_map_holds_each_keys_latest_value(
     assert job.failure is None
     assert len(job.batches) >= 3  # several batches: later ones overwrite and remove
     assert sum(b["written"] for b in job.batches.values()) == 2400
+    reports = [job.reports.popleft() for _ in range(len(job.reports))]
+    assert sum(r.rows_in for r in reports) == 2400
+    assert sum(r.rows_out for r in reports) == 2400  # counted at the sink (observed)
+    assert sum(r.errors for r in reports) == 0
     want = grid.expected(latest(kafka_bootstrap, topic))
     assert 100 < len(want) < 200  # tombstones removed some keys
     check_equal(grid, cache, want)

@@ -12,8 +12,8 @@ from gridstream.errors import ConfigError
 from gridstream.pipeline.serde import _basic as b
 from gridstream.pipeline.serde._base import Deserializer, Serializer
 
-__all__ = ["DESERIALIZERS", "KAFKA", "SERIALIZERS", "deserializer", "known_names",
-           "serializer"]
+__all__ = ["DESERIALIZERS", "DESERIALIZER_OPTIONS", "KAFKA", "SERDE_OPTIONS", "SERIALIZERS",
+           "SERIALIZER_OPTIONS", "check_options", "deserializer", "known_names", "serializer"]
 
 KAFKA = "org.apache.kafka.common.serialization."
 CONFLUENT = "io.confluent.kafka.serializers."
@@ -88,6 +88,34 @@ def known_names(*, serializer: bool) -> list[str]:
     return [*short, *(f"{n}{suffix}" for n in short),
             *(f"{KAFKA}{n}{suffix}" for n in _KAFKA_CLASSES),
             f"{CONFLUENT}KafkaAvro{suffix}"]
+
+
+SERDE_OPTIONS = ("schema.registry.url", "basic.auth.user.info", "key.subject.name.strategy",
+                 "value.subject.name.strategy", "key.schema", "value.schema")
+"""The options serializers and deserializers share."""
+DESERIALIZER_OPTIONS = ("key.deserializer", "value.deserializer", "unknown.fields",
+                        "unknown_fields")
+SERIALIZER_OPTIONS = ("key.serializer", "value.serializer", "auto.register.schemas",
+                      "use.latest.version")
+
+
+def check_options(props: Mapping[str, Any], *, serializer: bool, owner: str) -> None:
+    """``ConfigError`` for a property among ``props`` (the serde-prefixed ones of a
+    source or sink) that is no option of its (de)serializers: a misspelt one (it would
+    be ignored, the default silently taken) or one of the other direction."""
+    own, other = ((SERIALIZER_OPTIONS, DESERIALIZER_OPTIONS) if serializer
+                  else (DESERIALIZER_OPTIONS, SERIALIZER_OPTIONS))
+    known = (*own, *SERDE_OPTIONS)
+    for name in props:
+        if name in known:
+            continue
+        if name in other:
+            what = "a deserializer" if serializer else "a serializer"
+            raise ConfigError(f"{owner}: {name} is {what} option; a "
+                              f"{'sink' if serializer else 'source'} takes: "
+                              f"{', '.join(known)}")
+        raise ConfigError(f"{owner}: unknown (de)serializer property {name!r}; known: "
+                          f"{', '.join(known)}")
 
 
 def _kind(props: Mapping[str, Any], prop: str, table: Mapping[str, str],

@@ -125,3 +125,116 @@ def test_sources_and_sinks_check_their_properties() -> None:
 def test_describe_never_shows_secrets() -> None:
     source = KafkaSources.kafka({**PROPS, "sasl.password": "hunter2"}, "in")
     assert "hunter2" not in source.describe() and "hunter2" not in repr(source.options)
+
+
+class _Writer:
+    """Records what ``configure`` asks of a ``DataStreamWriter``."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, Any] = {}
+
+    def option(self, key: str, value: str) -> _Writer:
+        self.calls[key] = value
+        return self
+
+    def queryName(self, name: str) -> _Writer:  # noqa: N802 - Spark's name
+        return self
+
+    def outputMode(self, mode: str) -> _Writer:  # noqa: N802 - Spark's name
+        return self
+
+    def trigger(self, **options: Any) -> _Writer:
+        self.calls["trigger"] = options
+        return self
+
+
+def test_real_time_writes_the_checkpoint_at_the_asked_interval() -> None:
+    from gridstream.pipeline.streaming import configure
+
+    job = _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time",
+                          real_time_python=True, checkpoint_interval="30 seconds")
+    writer = _Writer()
+    configure(writer, job.context("/tmp/ck"))  # type: ignore[arg-type]
+    assert writer.calls["trigger"] == {"realTime": "30000 milliseconds"}
+
+
+@pytest.mark.parametrize("interval", ["1 second", "4999 ms", "available_now", "soon"])
+def test_a_checkpoint_interval_under_5_seconds_or_not_a_duration_is_refused(
+        interval: str) -> None:
+    with pytest.raises(ConfigError, match="checkpoint_interval"):
+        _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time",
+                        real_time_python=True, checkpoint_interval=interval)
+    with pytest.raises(ConfigError, match="checkpoint_interval"):
+        _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", checkpoint_interval=interval)
+
+
+@pytest.mark.parametrize("typo", ["value.deserialzer", "key.deserialiser", "value.shema",
+                                  "schema.registry.ulr", "basic.auth.user.inf"])
+def test_a_misspelt_deserializer_property_is_refused_not_ignored(typo: str) -> None:
+    props = {"bootstrap.servers": "127.0.0.1:9092", typo: "StringDeserializer"}
+    with pytest.raises(ConfigError, match=f"unknown .*{typo}.*known: .*value.deserializer"):
+        KafkaSources.kafka(props, "in")
+
+
+def test_a_misspelt_serializer_property_is_refused_not_ignored() -> None:
+    with pytest.raises(ConfigError, match="value.serialiser.*known: .*value.serializer"):
+        KafkaSinks.kafka({"bootstrap.servers": "b:9092",
+                          "value.serialiser": "StringSerializer"}, "out")
+
+
+@pytest.mark.parametrize("option", ["value.serializer", "auto.register.schemas",
+                                    "use.latest.version"])
+def test_a_source_refuses_serializer_options(option: str) -> None:
+    with pytest.raises(ConfigError, match=f"{option} is a serializer option"):
+        KafkaSources.kafka({**PROPS, option: "true"}, "in")
+
+
+@pytest.mark.parametrize("option", ["value.deserializer", "unknown.fields"])
+def test_a_sink_refuses_deserializer_options(option: str) -> None:
+    with pytest.raises(ConfigError, match=f"{option} is a deserializer option"):
+        KafkaSinks.kafka({**OUT, option: "String"}, "out")
+
+
+@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])
+@pytest.mark.parametrize(("prop", "value", "why"), [
+    ("acks", "1", "acks='1' cannot give"), ("acks", 0, "acks=0 cannot give"),
+    ("enable.idempotence", "false", "enable.idempotence=false cannot give"),
+    ("enable.idempotence", False, "enable.idempotence=false cannot give")])
+def test_a_kafka_sink_refuses_producer_settings_that_break_the_guarantee(
+        guarantee: Guarantee, prop: str, value: Any, why: str) -> None:
+    p = Pipeline.create(name="t")
+    p.read_from(KafkaSources.kafka(PROPS, "in")).write_to(
+        KafkaSinks.kafka({**OUT, prop: value}, "out"))
+    with pytest.raises(ConfigError, match=why):
+        p.job(guarantee, "/tmp/ck")
+    for fine in ("all", "-1"):  # and acks=all or NONE are fine
+        q = Pipeline.create(name="t")
+        q.read_from(KafkaSources.kafka(PROPS, "in")).write_to(
+            KafkaSinks.kafka({**OUT, "acks": fine}, "out"))
+        assert q.job(guarantee, "/tmp/ck").guarantee == guarantee
+    assert p.job(Guarantee.NONE).guarantee == Guarantee.NONE
+
+
+def test_a_kafka_source_refuses_read_uncommitted_under_exactly_once() -> None:
+    def job(guarantee: Guarantee, sink_guarantee: str | None = None) -> Any:
+        p = Pipeline.create(name="t")
+        p.read_from(KafkaSources.kafka({**PROPS, "isolation.level": "read_uncommitted"},
+                                       "in")).write_to(
+            KafkaSinks.kafka(OUT, "out", guarantee=sink_guarantee))
+        return p.job(guarantee, "/tmp/ck")
+
+    with pytest.raises(ConfigError, match="isolation.level='read_uncommitted' cannot give"):
+        job(Guarantee.EXACTLY_ONCE)
+    assert job(Guarantee.AT_LEAST_ONCE).guarantee == Guarantee.AT_LEAST_ONCE
+    assert job(Guarantee.EXACTLY_ONCE, "AT_LEAST_ONCE").guarantee == Guarantee.AT_LEAST_ONCE
+
+
+@pytest.mark.parametrize("spelt", ["at_least_once", "At_Least_Once", "AT_LEAST_ONCE"])
+def test_a_kafka_sink_guarantee_is_read_in_any_case(spelt: str) -> None:
+    assert KafkaSinks.kafka(OUT, "out", guarantee=spelt).cap == Guarantee.AT_LEAST_ONCE
+
+
+def test_real_time_checks_the_guarantee_the_sink_lowered() -> None:
+    job = _pipeline(guarantee="AT_LEAST_ONCE").job(
+        Guarantee.EXACTLY_ONCE, "/tmp/ck", "real_time", real_time_python=True)
+    assert job.guarantee == Guarantee.AT_LEAST_ONCE

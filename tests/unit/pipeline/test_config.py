@@ -92,3 +92,21 @@ def test_names_stay_unique_across_both_kinds(tmp_path: Path) -> None:
     path = _write(tmp_path, GOOD.replace('name = "store"', 'name = "api"'))
     with pytest.raises(ConfigError, match="names must be unique: api"):
         load_config(path)
+
+
+@pytest.mark.parametrize(("step", "why"), [
+    ('filter = "tests.unit.pipeline.steps.not_empty"\nschema = "n long"',
+     "schema does not apply to a filter step"),
+    ('map = "tests.unit.pipeline.steps:upper"\nkind = "pandas"',
+     "kind does not apply to a map step"),
+    ('flat_map = "tests.unit.pipeline.steps:upper"\nkind = "arrow"',
+     "kind does not apply to a flat_map step"),
+    ('window = { size = "1 minute" }\nschema = "n long"',
+     "schema does not apply to a window step"),
+])
+def test_a_step_option_that_does_not_apply_is_refused(tmp_path: Path, step: str,
+                                                      why: str) -> None:
+    path = _write(tmp_path, GOOD.replace('filter = "tests.unit.pipeline.steps.not_empty"',
+                                         step))
+    with pytest.raises(ConfigError, match=rf"pipeline.0.steps.1: {why}"):
+        load_config(path)

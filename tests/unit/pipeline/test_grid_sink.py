@@ -174,3 +174,60 @@ def test_a_change_row_decodes_to_an_item() -> None:
                                       "version": None, "op": "remove"}
     with pytest.raises(CodecError, match="not JSON"):
         decode_change({**row, "value": b"{nope"})
+
+
+class _Query:
+    id = "q-1"
+
+
+class _Writer:
+    def __init__(self, df: _Frame) -> None:
+        self.df = df
+
+    def queryName(self, name: str) -> _Writer:  # noqa: N802 - Spark's name
+        return self
+
+    def option(self, key: str, value: str) -> _Writer:
+        return self
+
+    def foreachBatch(self, fn: Any) -> _Writer:  # noqa: N802 - Spark's name
+        return self
+
+    def trigger(self, **options: Any) -> _Writer:
+        return self
+
+    def start(self) -> _Query:
+        self.df.started = True
+        return _Query()
+
+
+class _Frame:
+    """A streaming DataFrame: records whether it was observed and which one started."""
+
+    def __init__(self, observed: bool = False) -> None:
+        self.is_observed = observed
+        self.started = False
+
+    @property
+    def writeStream(self) -> _Writer:  # noqa: N802 - Spark's name
+        return _Writer(self)
+
+
+def test_the_grid_sink_writes_the_observed_flow_so_batch_reports_count_its_rows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gridstream.pipeline import grids
+    from gridstream.pipeline.base import Flow, RunContext
+
+    frames: list[_Frame] = []
+
+    def observe(df: _Frame) -> _Frame:  # stands for the JVM's df.observe(OBSERVED, ...)
+        frames.append(_Frame(observed=True))
+        return frames[-1]
+
+    monkeypatch.setattr(grids, "observed", observe, raising=False)
+    raw = _Frame()
+    sink = GridSinks.map(HZ, "m")
+    sink.start(Flow(raw, "entry"),  # type: ignore[arg-type]
+               RunContext("p", Guarantee.AT_LEAST_ONCE, "/tmp/ck"), lambda i, r: None)
+    assert not raw.started
+    assert [f.started for f in frames] == [True]

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from gridstream.errors import RecordError
+from gridstream.errors import CodecError, GridError, KafkaClientError, RecordError, RegistryError
 from gridstream.pipeline.base import HIDDEN
 from gridstream.pipeline.passes import BatchPass, ItemPass, to_row
 
@@ -120,3 +120,102 @@ def test_map_batch_sees_only_the_good_rows() -> None:
     assert seen == [2]
     assert sorted(out.column("_gs_where").to_pylist()) == ["t[0]@0", "t[0]@1", "t[0]@2"]
     assert out.column("_gs_error").to_pylist().count("bad") == 1
+
+
+@pytest.mark.parametrize("error", [RegistryError("registry unreachable"),
+                                   GridError("grid down"),
+                                   KafkaClientError("broker down")])
+@pytest.mark.parametrize("policy", ["log", "dead_letter"])
+def test_a_service_failure_in_a_step_stops_the_pass_instead_of_blaming_the_row(
+        error: Exception, policy: str) -> None:
+    def step(kv: Any) -> Any:
+        raise error
+
+    fused = _pass([("map", step, "map#1")], errors=policy)
+    with pytest.raises(type(error)):
+        fused.batch(_batch(["1"]))
+
+
+@pytest.mark.parametrize("error", [RegistryError("registry unreachable"),
+                                   GridError("grid down"),
+                                   KafkaClientError("broker down")])
+def test_a_service_failure_in_map_batch_stops_the_pass(error: Exception) -> None:
+    def fn(rows: pa.RecordBatch) -> pa.RecordBatch:
+        raise error
+
+    schema = pa.schema([("key", pa.string()), ("value", pa.string()),
+                        *[f for f in OUT if f.name in HIDDEN]])
+    step = BatchPass(pipeline="p", errors="dead_letter", fn=fn, kind="arrow",
+                     stage="map_batch#1", schema=schema)
+    with pytest.raises(type(error)):
+        step.batch(_batch(["1"]))
+
+
+_STRUCTURED = pa.schema([("n", pa.int64()), ("s", pa.string()), ("b", pa.binary()),
+                         ("st", pa.struct([("a", pa.int64())])),
+                         *[f for f in OUT if f.name in HIDDEN]])
+_GOOD = {"n": 1, "s": "x", "b": b"y", "st": {"a": 1}}
+
+
+def _structured(items: list[dict[str, Any]], errors: str = "log") -> pa.RecordBatch:
+    fused = ItemPass(pipeline="p", errors=errors, shape="entry", decode=None,
+                     steps=[("map", lambda kv: items[int(kv[1])], "map#1")],
+                     tail=to_row(["n", "s", "b", "st"]), tail_stage="map#1",
+                     schema=_STRUCTURED)
+    return fused.batch(_batch([str(i) for i in range(len(items))]))
+
+
+@pytest.mark.parametrize(("bad", "why"), [
+    ({"n": 1.7}, "column 'n' (int64): float 1.7 is not an integer"),
+    ({"n": 2.0}, "column 'n' (int64): float 2.0 is not an integer"),
+    ({"s": b"x"}, "column 's' (string): bytes is not text"),
+    ({"b": "y"}, "column 'b' (binary): str is not bytes"),
+    ({"st": {"a": 1, "extra": 2}}, "column 'st' (struct<a: int64>): field 'extra' is not in"),
+    ({"st": {"a": 1.5}}, "column 'st' (struct<a: int64>): field 'a': float 1.5"),
+])
+def test_a_value_that_does_not_fit_the_schema_exactly_is_an_error_row(
+        bad: dict[str, Any], why: str) -> None:
+    out = _structured([_GOOD, {**_GOOD, **bad}, _GOOD])
+    assert out.column("_gs_error")[0].as_py() is None
+    assert out.column("_gs_error")[2].as_py() is None
+    assert why in out.column("_gs_error")[1].as_py()
+    assert out.column("n").to_pylist() == [1, None, 1]
+    with pytest.raises(RecordError, match="column"):
+        _structured([_GOOD, {**_GOOD, **bad}], errors="fail")
+
+
+def test_a_well_typed_structured_batch_converts_as_it_is() -> None:
+    out = _structured([_GOOD, {"n": None, "s": None, "b": None, "st": None}])
+    assert out.column("_gs_error").to_pylist() == [None, None]
+    assert out.column("st").to_pylist() == [{"a": 1}, None]
+
+
+def test_an_item_with_a_key_the_schema_lacks_is_an_error_row_naming_the_key() -> None:
+    out = _structured([_GOOD, {**_GOOD, "typo": 3}])
+    assert out.column("_gs_error")[0].as_py() is None
+    assert "'typo'" in out.column("_gs_error")[1].as_py()
+    assert out.column("_gs_stage")[1].as_py() == "map#1"
+    with pytest.raises(CodecError, match="'typo'"):
+        to_row(["n"])({"n": 1, "typo": 2})
+
+
+@pytest.mark.parametrize("result", ["ab", b"ab", {"a": 1, "b": 2}])
+def test_a_flat_map_returning_text_bytes_or_a_dict_is_an_error_row_not_iterated(
+        result: Any) -> None:
+    fused = _pass([("flat_map", lambda kv: result, "flat_map#1")])
+    out = fused.batch(_batch(["1"]))
+    assert out.num_rows == 1
+    assert out.column("_gs_stage").to_pylist() == ["flat_map#1"]
+    assert out.column("_gs_error")[0].as_py().startswith(
+        f"CodecError: flat_map must return an iterable of items (a list, a tuple, a "
+        f"generator...), not a {type(result).__name__}")
+
+
+def test_a_registry_failure_while_decoding_stops_the_pass() -> None:
+    def decode(row: dict[str, Any]) -> Any:
+        raise RegistryError("schema registry http://registry: unreachable")
+
+    fused = ItemPass(pipeline="p", errors="dead_letter", shape="entry", decode=decode,
+                     steps=[], tail=_encode, tail_stage="encode", schema=OUT)
+    with pytest.raises(RegistryError, match="unreachable"):
+        fused.batch(_batch(["1"]))

@@ -10,6 +10,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -172,12 +175,12 @@ def test_a_grid_join_batch_inner_left_and_error_rows() -> None:
         "name": ["Ann", None, "Ann", None], "tier": [1, None, 1, None],
     }
     assert "field 'tier'" in inner.column("_gs_error")[1].as_py()
-    left = enrich(grid, "users", "user", "left", struct("name string"), False,
-                  _batch(), 1000)  # type: ignore[arg-type]
+    left = enrich(grid, "users", "user", "left",  # type: ignore[arg-type]
+                  struct("name string"), False, _batch(), 1000)
     assert left.column("name").to_pylist() == ["Ann", "Bob", None, "Ann", None, None]
     assert left.column("user").to_pylist() == ["u1", "u2", None, "u1", "u9", None]
-    whole = enrich(grid, "users", "user", "left", struct("users string"), True,
-                   _batch(), 1000)  # type: ignore[arg-type]
+    whole = enrich(grid, "users", "user", "left",  # type: ignore[arg-type]
+                   struct("users string"), True, _batch(), 1000)
     assert whole.column("users").to_pylist()[:2] == ['{"name":"Ann","tier":1}',
                                                      '{"name":"Bob","tier":"x"}']
 
@@ -283,3 +286,22 @@ def test_tables_from_their_description() -> None:
         table_from({"kind": "redis"})
     with pytest.raises(ConfigError, match=r"missing \['name'\]"):
         table_from({"kind": "grid", "grid": GRID})
+
+
+@pytest.mark.parametrize(("value", "kind", "why"), [
+    (1.7, LongType(), "not an integer"),
+    (2.0, IntegerType(), "not an integer"),
+    ({"a": 1, "b": 2}, StructType([StructField("a", LongType())]), "field 'b' is not in"),
+    (b"x", StringType(), "not text"),
+    ("x", BinaryType(), "not bytes"),
+    ([1, 2.5], ArrayType(LongType()), "not an integer"),
+])
+def test_a_joined_value_that_does_not_fit_exactly_is_an_error_row_not_converted(
+        value: Any, kind: DataType, why: str) -> None:
+    grid = FakeGrid({"u1": {"v": value}, "u2": {"v": None}})
+    added = StructType([StructField("v", kind)])
+    out = enrich(grid, "users", "user", "inner", added, False, _batch(), 1000)  # type: ignore[arg-type]
+    assert out.column("_gs_error")[0].as_py() is not None
+    assert why in out.column("_gs_error")[0].as_py()
+    assert out.column("v").to_pylist()[0] is None
+    assert out.column("_gs_error")[1].as_py() is None  # u2: a null fits
