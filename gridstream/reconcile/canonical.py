@@ -193,10 +193,23 @@ def _datetime(value: Any, millis: bool) -> Canon | None:
         value = dt.datetime(value.year, value.month, value.day)
     if not isinstance(value, dt.datetime):
         return None
-    at = value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+    try:
+        at = value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+    except OverflowError:
+        # an aware value near year 1 or 9999 whose UTC instant is outside datetime's
+        # range: every spelling of that instant overflows, so it is named by its
+        # microseconds since the epoch
+        offset = value.utcoffset() or dt.timedelta(0)
+        micros = (value.replace(tzinfo=None) - _EPOCH - offset) // dt.timedelta(microseconds=1)
+        if millis:
+            micros -= micros % 1000
+        return ("datetime", f"{micros}us since 1970-01-01T00:00:00+00:00")
     if millis:
         at = at.replace(microsecond=at.microsecond // 1000 * 1000)
     return ("datetime", at.isoformat(timespec="microseconds"))
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
 
 
 def _dynamic(value: Any, path: str) -> Canon:

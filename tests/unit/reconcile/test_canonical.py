@@ -203,3 +203,17 @@ def test_values_without_a_canonical_form_are_refused() -> None:
         canonical_value({1: "a", "1": "b"})
     with pytest.raises(ReconcileError, match="no canonical form"):
         canonical_value(object())
+
+
+def test_an_aware_datetime_whose_utc_instant_is_out_of_range_is_canonical() -> None:
+    """Found by the property test: 0001-01-01T00:30+01:00 is 0000-12-31T23:30Z, which
+    ``astimezone`` cannot represent (OverflowError); both spellings of the instant are
+    one canonical value, and a different instant is another."""
+    plus_one = dt.timezone(dt.timedelta(hours=1))
+    plus_two = dt.timezone(dt.timedelta(hours=2))
+    first = dt.datetime(1, 1, 1, 0, 30, tzinfo=plus_one)
+    same = dt.datetime(1, 1, 1, 1, 30, tzinfo=plus_two)
+    later = dt.datetime(1, 1, 1, 0, 31, tzinfo=plus_one)
+    spec = PropertySpec("at", "datetime")
+    assert canonical_value(first, spec) == canonical_value(same, spec)
+    assert canonical_value(first, spec) != canonical_value(later, spec)
