@@ -101,3 +101,16 @@ def test_first_last_collect_break_time_ties_by_numeric_offset(
         aggregate={"first": ("first", "n"), "last": ("last", "n"), "all": ("collect", "n")})
     got = [(r["first"], r["last"], r["all"]) for r in rows if r["key"] == "a"]
     assert got == [(9, 100, [9, 10, 100])]
+
+
+def test_store_operations_read_positions_of_non_kafka_rows_under_ansi(spark: Any) -> None:
+    from gridstream.pipeline.stores import OPERATION_DDL, _operations
+
+    assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+    row = {"op": "put", "type": "T", "id": "1", "id_int": False, "version": 1, "txn": None,
+           "ts": 1, "partition": 0, "data": "{}", "removed": None}
+    df = spark.createDataFrame([(*row.values(), w) for w in ("grid:c/1", "t[2]@30")],
+                               f"{OPERATION_DDL}, _gs_where string")
+    got = sorted((r["topic"] or "", r["kafka_partition"], r["offset"])
+                 for r in _operations(df).collect())
+    assert got == [("", None, None), ("t", 2, 30)]
