@@ -96,6 +96,9 @@ class Source(ABC):
 
     stateless_ok: bool = False
     """Whether real-time mode may read it (only Kafka)."""
+    cap: Guarantee = Guarantee.EXACTLY_ONCE
+    """The strongest guarantee reading it allows: a source that may give rows again
+    after a restart caps the pipeline at ``AT_LEAST_ONCE``."""
 
     @abstractmethod
     def describe(self) -> str: ...

@@ -7,7 +7,9 @@ topic with the headers ``gs.error.reason``, ``gs.error.stage``, ``gs.error.topic
 ``gs.error.partition``, ``gs.error.offset`` and ``gs.error.pipeline``. A Kafka sink
 routes them in the same write (a per-row ``topic`` column: under ``EXACTLY_ONCE`` the
 dead letters are in the same transactions); a ``foreachBatch`` sink splits its batch
-with ``split_batch``.
+with ``split_batch``, which writes the dead letters with Spark's Kafka batch writer
+before the sink applies the good rows: outside any transaction, so they are
+at-least-once under every guarantee (a re-run batch writes them again).
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ module only chooses the connector options and turns each row into the item
 A change the data source could not read (a value JSON cannot hold) is an error row
 (``_gs_error`` = the data source's reason, ``_gs_stage`` = ``"read"``): the pipeline's
 error policy takes it.
+
+The source reads changes again after a restart under ``FULL_SNAPSHOT`` or
+``on_position_lost="snapshot"``: its ``cap`` is then ``AT_LEAST_ONCE``. The data source
+gives no change time: ``_gs_ts`` is the batch's processing time (``current_timestamp()``),
+not reproducible by a re-run batch (windows should use a ``timestamp=`` column).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from gridstream.connect.config import (
 from gridstream.connect.converters import decode_key, loads
 from gridstream.connect.record import H_VERSION
 from gridstream.errors import CodecError, ConfigError
-from gridstream.pipeline.base import Flow, RunContext, Source
+from gridstream.pipeline.base import Flow, Guarantee, RunContext, Source
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -88,7 +93,16 @@ class GridChangesSource(Source):
             "failover_policy": policy, "shall_load_initial_data": initial,
             "on_position_lost": on_position_lost, "batch_size": batch_size,
             "cache_list_poll_interval_ms": cache_list_interval_ms}
-        self.config("check", "/tmp/check")  # noqa: S108 - a bad option fails now
+        checked = self.config("check", "/tmp/check")  # noqa: S108 - a bad option fails now
+        self._resumes_exactly = (checked.failover_policy == FailoverPolicy.BACKLOG
+                                 and checked.on_position_lost == "fail")
+
+    @property
+    def cap(self) -> Guarantee:  # type: ignore[override]
+        """``EXACTLY_ONCE`` only when a restart resumes exactly where the checkpoint
+        left off (``BACKLOG``, ``on_position_lost="fail"``); a full snapshot on failover
+        or on a lost position reads changes again: ``AT_LEAST_ONCE``."""
+        return Guarantee.EXACTLY_ONCE if self._resumes_exactly else Guarantee.AT_LEAST_ONCE
 
     def config(self, pipeline: str, checkpoint: str) -> SourceConnectorConfig:
         """The source connector's config for this pipeline: the caches by exact name,

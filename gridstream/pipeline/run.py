@@ -123,7 +123,8 @@ class PipelineJob:
     def __init__(self, pipeline: Pipeline, options: RunOptions) -> None:
         self.pipeline, self.options = pipeline, options
         self.source, self.steps, self.sink = pipeline.source, pipeline.steps, pipeline.sink
-        self.guarantee = options.guarantee.lowered_to(self.sink.cap)
+        self.guarantee = options.guarantee.lowered_to(self.sink.cap).lowered_to(
+            self.source.cap)
         self.source.check(self.guarantee)
         self.sink.check(self.guarantee)
         self._check_real_time()
@@ -178,8 +179,12 @@ class PipelineJob:
 
     def describe(self) -> str:
         asked = self.options.guarantee
+        by = [what for what, cap in (("the sink", self.sink.cap),
+                                     (f"the source ({self.source.describe()})",
+                                      self.source.cap))
+              if asked.lowered_to(cap) != asked]
         guarantee = str(self.guarantee) if asked == self.guarantee else (
-            f"{self.guarantee} (asked {asked}, lowered by the sink)")
+            f"{self.guarantee} (asked {asked}, lowered by {' and '.join(by)})")
         runs = self._compiled.where if self._compiled is not None else _static_plan(self)
         checkpoint = self.options.checkpoint or "a temporary checkpoint"
         return (f"pipeline {self.name}: {self.source.describe()} -> {self.sink.describe()}\n"

@@ -19,7 +19,11 @@ one row per key and window: ``key, window_start, window_end, <aggregates>``.
 - Rows carrying ``_gs_error`` (a row that could not be decoded or mapped) go through
   the aggregation as groups of their own (so the query reads its input once) and come
   out, visible columns null, when their window is emitted, to the sink's error policy
-  (a late one is dropped and counted like any late record).
+  (a late one is dropped and counted like any late record). With ``timestamp=`` an
+  error row keeps ``_gs_ts``, and a row whose timestamp is null becomes an error row; in
+  sliding windows an error row goes to one window only (emitted once).
+- first/last/collect order rows of the same event time by Kafka position (topic,
+  partition, offset as numbers).
 
 Output rows keep the hidden columns: ``_gs_ts`` is the window's last instant
 (``window_end`` minus one microsecond, so a following window of the same size puts the
@@ -194,22 +198,31 @@ def _compile(agg: Aggregate) -> Column:
 
     if agg.column is None:
         return F.count(F.lit(1)).alias(agg.name)
-    col, ts = F.col(agg.column), F.col("_gs_ts")
+    col = F.col(agg.column)
     if agg.function == "count":
         out = F.count(col)
     elif agg.function in ("sum", "min", "max", "avg"):
         out = getattr(F, agg.function)(col)
     elif agg.function in ("first", "last"):
         # the value at the earliest (latest) event time, not Spark's arrival-order first()
-        order = F.struct(ts, F.col("_gs_where"))
-        out = (F.min_by if agg.function == "first" else F.max_by)(col, order)
+        out = (F.min_by if agg.function == "first" else F.max_by)(col, _order())
     else:  # collect: every value (nulls too), in event-time order
-        items = F.collect_list(F.struct(ts.alias("t"), F.col("_gs_where").alias("w"),
-                                        col.alias("v")))
-        ordered = F.array_sort(items, lambda a, b: F.when(a.t < b.t, -1).when(a.t > b.t, 1)
-                               .when(a.w < b.w, -1).when(a.w > b.w, 1).otherwise(0))
+        items = F.collect_list(F.struct(_order().alias("o"), col.alias("v")))
+        ordered = F.array_sort(items, lambda a, b: F.when(a.o < b.o, -1)
+                               .when(a.o > b.o, 1).otherwise(0))
         out = F.transform(ordered, lambda x: x.v)
     return out.alias(agg.name)
+
+
+def _order() -> Column:
+    """The order of a window's rows: event time, then the Kafka position (topic,
+    partition and offset as numbers: ``t[0]@9`` before ``t[0]@10``), then ``_gs_where``."""
+    import pyspark.sql.functions as F
+
+    from gridstream.pipeline.grids import where_columns
+
+    where = F.col("_gs_where")
+    return F.struct(F.col("_gs_ts").alias("ts"), *where_columns(where), where.alias("where"))
 
 
 def window(stage: Stage, size: str, *, slide: str | None = None, key: str | None = None,
@@ -261,19 +274,38 @@ def compile_window(df: Any, spec: WindowSpec) -> Any:
     """The Spark plan of ``spec`` over ``df`` (which has the hidden columns)."""
     import pyspark.sql.functions as F
 
+    failed = F.col("_gs_error").isNotNull()
     if spec.timestamp is not None:
-        ts = F.col(spec.timestamp)
-        df = df.withColumn("_gs_ts", F.timestamp_millis(ts) if spec.timestamp_kind == "millis"
-                           else ts.cast("timestamp"))
+        # An error row's visible columns are null: it keeps its record's time. A good row
+        # whose timestamp is null becomes an error row (Spark's window would drop it).
+        column = F.col(spec.timestamp)
+        ts = (F.timestamp_millis(column) if spec.timestamp_kind == "millis"
+              else column.cast("timestamp"))
+        missing = ~failed & ts.isNull()
+        df = df.select(
+            *(F.col(c) for c in df.columns if c not in ("_gs_ts", "_gs_error", "_gs_stage")),
+            F.when(failed | missing, F.col("_gs_ts")).otherwise(ts).alias("_gs_ts"),
+            F.when(missing, F.lit(f"timestamp column {spec.timestamp} is null"))
+             .otherwise(F.col("_gs_error")).alias("_gs_error"),
+            F.when(missing, F.lit("window")).otherwise(F.col("_gs_stage")).alias("_gs_stage"))
+        failed = F.col("_gs_error").isNotNull()
     df = df.withWatermark("_gs_ts", spec.watermark)
     # Error rows (``_gs_error`` set) go through the same aggregation, each its own group
     # (its ``_gs_where`` in the grouping), so the query reads its input once: a split and
     # union would read the source, and run the steps before the window, once per branch.
     # They come out with their window and go on to the sink's error policy.
-    failed = F.col("_gs_error").isNotNull()
-    frame = (F.window("_gs_ts", spec.size, spec.slide) if spec.slide
-             else F.window("_gs_ts", spec.size))
-    groups = [frame.alias("window"), F.when(failed, F.col("_gs_where")).alias("_gs_failed")]
+    if spec.slide:
+        df = df.withColumn("_gs_window", F.window("_gs_ts", spec.size, spec.slide))
+        # a sliding window puts a row in every window covering it: an error row stays
+        # only in the last of them (the one starting less than a slide before its time),
+        # so it is emitted once
+        _, slide_ms = parse_duration(spec.slide, "slide")
+        last = (F.unix_micros(F.col("_gs_window.start")) + slide_ms * 1000
+                > F.unix_micros(F.col("_gs_ts")))
+        df = df.where(~failed | last)
+    else:
+        df = df.withColumn("_gs_window", F.window("_gs_ts", spec.size))
+    groups = [F.col("_gs_window"), F.when(failed, F.col("_gs_where")).alias("_gs_failed")]
     if spec.key is not None:
         groups.append(F.col(spec.key).alias("key"))
     carried = [F.max(c).alias(c) for c in ("_gs_error", "_gs_stage", "_gs_raw_key",
@@ -282,8 +314,8 @@ def compile_window(df: Any, spec: WindowSpec) -> Any:
     names = [a.name for a in spec.aggregates]
     keys = ["key"] if spec.key is not None else []
     error = F.col("_gs_failed").isNotNull()
-    where = F.concat(F.lit("window ["), F.col("window.start").cast("string"), F.lit(", "),
-                     F.col("window.end").cast("string"), F.lit(")"),
+    where = F.concat(F.lit("window ["), F.col("_gs_window.start").cast("string"), F.lit(", "),
+                     F.col("_gs_window.end").cast("string"), F.lit(")"),
                      *([F.lit(" key "), F.col("key").cast("string")] if keys else []))
 
     def good(column: Column, name: str) -> Column:
@@ -291,9 +323,10 @@ def compile_window(df: Any, spec: WindowSpec) -> Any:
 
     return aggregated.select(
         *(good(F.col(k), k) for k in keys),
-        good(F.col("window.start"), "window_start"), good(F.col("window.end"), "window_end"),
+        good(F.col("_gs_window.start"), "window_start"),
+        good(F.col("_gs_window.end"), "window_end"),
         *(good(F.col(n), n) for n in names),
-        F.window_time("window").alias("_gs_ts"),
+        F.window_time("_gs_window").alias("_gs_ts"),
         F.when(error, F.col("_gs_failed")).otherwise(where).alias("_gs_where"),
         "_gs_error", "_gs_stage", "_gs_raw_key", "_gs_raw_value",
     )

@@ -39,7 +39,7 @@ from gridstream.spark.value_codecs import VALUE_CODECS, Transcoder
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["OPERATION_DDL", "StoreSink", "StoreSinks"]
@@ -207,16 +207,23 @@ class StoreSink(Sink):
 
 
 def _operations(good: DataFrame) -> DataFrame:
-    """The batch's good rows as the store sinks read them (Kafka position included)."""
-    where = "`_gs_where`"
-    return good.selectExpr(
-        f"CASE WHEN {where} RLIKE '{_WHERE}' THEN regexp_extract({where}, '{_WHERE}', 1) "
-        "END AS topic",
-        f"CAST(regexp_extract({where}, '{_WHERE}', 2) AS INT) AS kafka_partition",
-        f"CAST(regexp_extract({where}, '{_WHERE}', 3) AS BIGINT) AS offset",
-        "op", "type", "id", "id_int", "version", "txn", "ts", "`partition`", "data",
-        "coalesce(removed, CAST(array() AS ARRAY<STRING>)) AS removed",
-        "CAST(NULL AS STRING) AS error")
+    """The batch's good rows as the store sinks read them (Kafka position included; null
+    for rows of other sources: nothing is cast that did not match)."""
+    import pyspark.sql.functions as F
+
+    where = F.col("_gs_where")
+    matches = where.rlike(_WHERE)
+
+    def part(group: int, kind: str | None, name: str) -> Column:
+        text = F.regexp_extract(where, _WHERE, group)
+        return F.when(matches, text if kind is None else text.cast(kind)).alias(name)
+
+    return good.select(
+        part(1, None, "topic"), part(2, "int", "kafka_partition"),
+        part(3, "bigint", "offset"),
+        "op", "type", "id", "id_int", "version", "txn", "ts", "partition", "data",
+        F.coalesce("removed", F.array().cast("array<string>")).alias("removed"),
+        F.lit(None).cast("string").alias("error"))
 
 
 def _row(envelope: Envelope) -> dict[str, Any]:

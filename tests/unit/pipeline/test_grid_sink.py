@@ -231,3 +231,28 @@ def test_the_grid_sink_writes_the_observed_flow_so_batch_reports_count_its_rows(
                RunContext("p", Guarantee.AT_LEAST_ONCE, "/tmp/ck"), lambda i, r: None)
     assert not raw.started
     assert [f.started for f in frames] == [True]
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    ({}, Guarantee.EXACTLY_ONCE),
+    ({"failover": "FULL_SNAPSHOT"}, Guarantee.AT_LEAST_ONCE),
+    ({"on_position_lost": "snapshot"}, Guarantee.AT_LEAST_ONCE),
+])
+def test_a_changes_source_that_replays_on_restart_lowers_the_guarantee(
+        options: dict[str, Any], expected: Guarantee, tmp_path: Any) -> None:
+    from gridstream.pipeline import KafkaSinks, Pipeline
+
+    source = GridSources.changes(HZ, "orders", **options)
+    p = Pipeline.create(name="changes")
+    (p.read_from(source).map(lambda c: (str(c["key"]), str(c["value"])))
+     .write_to(KafkaSinks.kafka({"bootstrap.servers": "127.0.0.1:9092",
+                                 "value.serializer": "StringSerializer",
+                                 "key.serializer": "StringSerializer"}, "out")))
+    job = p.job(guarantee=Guarantee.EXACTLY_ONCE, checkpoint=str(tmp_path))
+    assert job.guarantee == expected
+    described = job.describe()
+    if expected == Guarantee.EXACTLY_ONCE:
+        assert "guarantee EXACTLY_ONCE," in described
+    else:
+        assert (f"guarantee AT_LEAST_ONCE (asked EXACTLY_ONCE, lowered by the source "
+                f"({source.describe()}))") in described
