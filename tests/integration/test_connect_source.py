@@ -145,10 +145,14 @@ def test_backlog_clean_restart_resumes_exactly(grid: Grid, spark: Any, tmp_path:
 
 
 def _writer(grid: Grid, caches: list[str], keys: int, rounds: int, stop: threading.Event,
-            pause_s: float = 0.05, done: list[int] | None = None) -> threading.Thread:
-    """Rounds of changes until ``stop`` (at most ``rounds``); ``done[0]``: the last one."""
+            pause_s: float = 0.05, done: list[int] | None = None,
+            gate: threading.Event | None = None) -> threading.Thread:
+    """Rounds of changes until ``stop`` (at most ``rounds``); ``done[0]``: the last one.
+    With ``gate``, a round is written only while it is set."""
     def run() -> None:
         for n in range(1, rounds + 1):
+            while gate is not None and not gate.wait(0.1) and not stop.is_set():
+                pass
             if stop.is_set():
                 return
             fill(grid, caches, keys, n)
@@ -174,6 +178,10 @@ def test_backlog_survives_sigkill_of_the_driver(grid: Grid, tmp_path: Path,
     path.write_text(cfg.model_dump_json())
     argv = [sys.executable, "-m", "tests.integration.source_child", str(path), BOOTSTRAP]
     stop = threading.Event()
+    # changes are written while a driver runs (and in flight at each kill), not while it
+    # is down: a restart slowed down by a loaded machine must not let Hazelcast's
+    # journal (capacity / 271 partitions ≈ 369 events each) overflow past the position
+    driver_up = threading.Event()
     writer: threading.Thread | None = None
     kills = 0
     try:
@@ -182,13 +190,16 @@ def test_backlog_survives_sigkill_of_the_driver(grid: Grid, tmp_path: Path,
             seen: list[str] = []
             try:
                 await_line(child, lines, seen, lambda line: line.startswith("batch "))
+                driver_up.set()
                 if writer is None:
-                    writer = _writer(grid, caches, keys, rounds, stop, pause_s=0.1, done=done)
+                    writer = _writer(grid, caches, keys, rounds, stop, pause_s=0.1, done=done,
+                                     gate=driver_up)
                 if life < 2:  # mid-stream: a batch with records, then kill during the next
                     await_line(child, lines, seen,
                                lambda line: line.startswith("batch ") and " 0 records" not in line)
                     time.sleep(0.7)
                     os.killpg(child.pid, signal.SIGKILL)
+                    driver_up.clear()
                     child.wait(30)
                     kills += 1
                     continue
