@@ -13,9 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gridstream.stack.service import LocalService
 
 ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow  # ~7 minutes (five fresh Spark / Quix processes, then a
+# 70-second latency run): with the fault suites, outside the default suite
 
 
 def _run(script: str, *args: str) -> dict[str, Any]:
