@@ -60,6 +60,12 @@ class Grid:
             self.space.close()
             self.space = None
 
+    def reopen_space(self) -> None:
+        """Own the Space again (after the process that owned it has ended)."""
+        if isinstance(self.settings, SpaceGridSettings) and self.space is None:
+            self.space = Space.embedded(SPACE_NAME, data_dir=self.settings.data_dir,
+                                        fsync="never")
+
 
 @contextlib.contextmanager
 def make_grid(kind: str, tmp: Path) -> Iterator[Grid]:
@@ -151,11 +157,13 @@ def read_topic(bootstrap: str, topic: str, *, headers: bool = False,
         while len(done) < len(ends):
             assert time.monotonic() < deadline, f"{topic}: read {len(out)} records"
             msg = consumer.poll(0.5)
-            if msg is None or msg.error() is not None:
-                continue
-            out.append(msg)
-            if msg.offset() >= ends[msg.partition()] - 1:
-                done.add(msg.partition())
+            if msg is not None and msg.error() is None:
+                out.append(msg)
+            # the consumer's position, not the last message's offset: a transactional
+            # topic's commit markers occupy offsets and are never delivered
+            for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
+                if tp.offset >= ends[tp.partition]:
+                    done.add(tp.partition)
         return out
     finally:
         consumer.close()
