@@ -114,7 +114,12 @@ def test_a_schema_that_is_not_a_struct_is_a_config_error() -> None:
         _de(unknown="keep")
 
 
-def test_spark_ddl_needs_the_session_when_no_struct_is_given() -> None:
+def test_spark_ddl_needs_the_session_when_no_struct_is_given(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark import SparkContext
+
+    # no running Spark (an earlier test of the same process may have started one)
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
     de = _de(schema="id bigint")
     assert de.ddl is None  # parsed once the session is up (decode_columns prepares it)
     with pytest.raises(ConfigError, match="parsed by the Spark session"):
