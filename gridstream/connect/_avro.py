@@ -16,8 +16,12 @@ and read.
   and fixed as base64 text, decimals and UUIDs as text, dates and times as ISO-8601
   text; a NaN or infinite double is a ``CodecError``); a writer schema that is not a
   record, a body that does not match it, or trailing bytes are ``CodecError``s.
-- Every registry answer is cached for the converter's life: one registration per
-  (subject, schema), one lookup per schema id, one latest-version read per subject.
+- Registry answers are cached (each cache bounded: values of ever new shapes start it
+  afresh): one registration per (subject, schema), one lookup per schema id; a value
+  with ``None`` fields reads the subject's versions (once, then only newer ones, when
+  none read so far fits it). The bytes of a value depend on the value and the registry
+  only, never on the values a worker encoded before (``_avro_schema``): a batch re-run
+  by a fresh worker is the same bytes.
 - A registry that cannot be reached, or answers with a server error, raises
   ``RegistryError``, a ``ConnectorError`` (the connector stops; records are not blamed for it). The
   registry URL may carry credentials (``https://user:pass@host``), or they come from
@@ -37,9 +41,15 @@ import orjson
 
 from gridstream.connect._avro_schema import (
     NAMESPACE,
+    Form,
     Memory,
     Shape,
     check_value,
+    fields_key,
+    fits,
+    form_of,
+    full_name,
+    has_holes,
     load_declared,
     record_name,
     remember,
@@ -62,8 +72,9 @@ __all__ = ["AvroConverter", "Registry", "SchemaRegistryClientRegistry", "redacte
 
 
 _MAX_CACHED = 4096
-"""Writer schemas (and registered ids) kept per converter: values of ever new shapes
-(dynamic keys) start the cache afresh instead of growing it without bound."""
+"""Entries each cache of a converter keeps (writer schemas, registered ids, reader
+schemas, subject versions): values of ever new shapes (dynamic keys) start a cache afresh
+instead of growing it without bound."""
 
 
 _NOT_WIRE = re.compile(rb'"(bytes|fixed|float|double|logicalType)"')
@@ -138,6 +149,39 @@ class _Writer:
         self.strict = strict
 
 
+class _Versions:
+    """A subject's registered versions read so far (up to ``last``), by record name and
+    field names (the schema id and text of each, in version order), and the latest's
+    text."""
+
+    __slots__ = ("by_fields", "last", "latest", "size")
+
+    def __init__(self) -> None:
+        self.by_fields: dict[Any, list[tuple[int, str]]] = {}
+        self.last = 0
+        self.latest: str | None = None
+        self.size = 0
+
+    def add(self, version: int, schema_id: int, text: str) -> None:
+        self.last = max(self.last, version)
+        self.latest = text
+        try:
+            schema = orjson.loads(text)
+            fields = schema["fields"]
+            key = (full_name(schema), tuple(str(field["name"]) for field in fields))
+        except (orjson.JSONDecodeError, TypeError, KeyError):
+            return  # not a record (written by others): it fits no inferred schema
+        self.by_fields.setdefault(key, []).append((schema_id, text))
+        self.size += 1
+
+    def earliest(self, pattern: Form) -> tuple[int, str] | None:
+        """The schema id and text of the earliest version read that fits ``pattern``."""
+        for schema_id, text in self.by_fields.get(fields_key(pattern), ()):
+            if fits(pattern, form_of(orjson.loads(text))):
+                return schema_id, text
+        return None
+
+
 class AvroConverter(Converter):
     """Avro values (see the module docstring)."""
 
@@ -170,8 +214,7 @@ class AvroConverter(Converter):
         self._wire: dict[int, bool] = {}
         """schema id → whether its values may hold what is not JSON (bytes, fixed,
         logical types, floats that may be NaN): those are turned into wire form."""
-        self._memory: dict[str, Memory] = {}
-        self._seeded: set[str] = set()
+        self._versions: dict[str, _Versions] = {}
 
     def __repr__(self) -> str:
         return f"AvroConverter({self.config.subject_name_strategy!r}, {self.registry!r})"
@@ -198,7 +241,7 @@ class AvroConverter(Converter):
                 text = self._declared_text[cache]
                 subject = self.subject(topic, orjson.loads(text))
                 schema_id = self._schema_id(subject, text)
-                self._readers.setdefault(schema_id, declared)
+                self._keep_reader(schema_id, declared)
                 writer = _Writer(frame(schema_id), declared, True)
                 self._writers[key] = writer
             return writer
@@ -213,23 +256,61 @@ class AvroConverter(Converter):
         return writer
 
     def _inferred(self, topic: str, cache: str, shape: Shape) -> _Writer:
-        memory = self._memory.setdefault(cache, {})
         subject = self.subject(topic, {"name": record_name(cache), "namespace": NAMESPACE})
-        if subject not in self._seeded:
-            latest = self.registry.latest(subject)  # a ConnectorError: asked again later
-            self._seeded.add(subject)
-            if latest is not None:
+        memory: Memory = {}
+        if has_holes(shape):
+            pattern = form_of(schema_of(cache, shape, {}))
+            known, found = self._registered(subject, pattern)
+            if found is not None:
+                schema_id, text = found
+                parsed = self._readers.get(schema_id)
+                if parsed is None:
+                    parsed = self._parse(orjson.loads(text), f"schema id {schema_id}",
+                                         CodecError)
+                    self._keep_reader(schema_id, parsed)
+                return _Writer(frame(schema_id), parsed, False)
+            if known.latest is not None:
                 # a subject written by others may not parse: then nothing is learnt
                 with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
-                    remember(orjson.loads(latest), memory)
+                    remember(orjson.loads(known.latest), memory)
         schema = schema_of(cache, shape, memory)
         parsed = self._parse(schema, f"the schema inferred for cache {cache!r}", CodecError)
-        text = orjson.dumps(schema).decode()
-        schema_id = self._schema_id(subject, text)
-        self._readers.setdefault(schema_id, parsed)
-        writer = _Writer(frame(schema_id), parsed, False)
-        remember(schema, memory)
-        return writer
+        schema_id = self._schema_id(subject, orjson.dumps(schema).decode())
+        self._keep_reader(schema_id, parsed)
+        return _Writer(frame(schema_id), parsed, False)
+
+    def _registered(self, subject: str, pattern: Form) -> tuple[_Versions, tuple[int, str] | None]:
+        """The subject's versions, and the earliest that fits ``pattern`` (its id and
+        text) if any: versions read before are asked for again only when none fits (a
+        version fitting now fits for good, and stays the earliest)."""
+        known = self._versions.get(subject)
+        if known is not None:
+            found = known.earliest(pattern)
+            if found is not None:
+                return known, found
+        known = self._read_versions(subject, known or _Versions())
+        return known, known.earliest(pattern)
+
+    def _read_versions(self, subject: str, known: _Versions) -> _Versions:
+        """``known`` with the subject's newer versions (a ``ConnectorError``: asked again
+        later); kept while every subject's together stay within ``_MAX_CACHED``."""
+        for version, schema_id, text in self.registry.versions(subject, known.last):
+            known.add(version, schema_id, text)
+        others = sum(v.size for s, v in self._versions.items() if s != subject)
+        if others + known.size > _MAX_CACHED:
+            self._versions.clear()
+        if known.size <= _MAX_CACHED:
+            self._versions[subject] = known
+        else:
+            self._versions.pop(subject, None)
+        return known
+
+    def _keep_reader(self, schema_id: int, parsed: Any) -> None:
+        """Cache a parsed schema by id (a full cache starts afresh)."""
+        if schema_id not in self._readers and len(self._readers) >= _MAX_CACHED:
+            self._readers.clear()
+            self._wire.clear()
+        self._readers[schema_id] = parsed
 
     def encode_value(self, topic: str, cache: str, value: Value | None) -> bytes | None:
         if value is None:
@@ -259,7 +340,7 @@ class AvroConverter(Converter):
             if not isinstance(schema, dict) or schema.get("type") != "record":
                 raise CodecError(f"schema id {schema_id} is not a record: a grid value is one")
             parsed = self._parse(schema, f"schema id {schema_id}", CodecError)
-            self._readers[schema_id] = parsed
+            self._keep_reader(schema_id, parsed)
         if schema_id not in self._wire:
             self._wire[schema_id] = _NOT_WIRE.search(orjson.dumps(parsed)) is not None
         return parsed

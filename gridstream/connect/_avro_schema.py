@@ -10,11 +10,16 @@ Inference (a cache without a declared schema):
   nested record named after its field in the namespace of its parent's full name
   (``gridstream.connect.people.address``; a record in an array: ``item`` in the array
   field's), ``list`` → ``array`` whose items are ``["null", T]`` too;
-- a ``None`` field (an empty list's items, a list of nothing but ``None``) takes the
-  type this cache's field had before (in earlier values, or in the subject's latest
-  registered schema), else the type ``"null"``: widening ``"null"`` to
-  ``["null", T]`` later is a BACKWARD-compatible change (under FORWARD or FULL
-  compatibility the registry refuses it: declare a schema for such a cache);
+- a ``None`` field (an empty list's items, a list of nothing but ``None``) has no type of
+  its own: the value is written with the subject's **earliest** registered version that
+  fits it (the same record and fields, any type holding ``null`` where the value has
+  ``None``); with none, its schema is registered with the types the subject's latest
+  version gives those fields (else the type ``"null"``: widening ``"null"`` to
+  ``["null", T]`` later is a BACKWARD-compatible change; under FORWARD or FULL
+  compatibility the registry refuses it: declare a schema for such a cache). Registered
+  versions never change and new ones come later, so a value's schema (and bytes) depend
+  on the value and the registry only, never on what a worker saw before: a batch re-run
+  in a fresh worker writes the same bytes;
 - array elements must share one type (records in one array: the same fields); mixed
   types, field names that are not Avro names, and values with no Avro type (dates,
   decimals, sets, ...) are ``CodecError``s — declare a schema for them.
@@ -35,8 +40,9 @@ import orjson
 from gridstream.errors import CodecError, ConfigError
 from gridstream.grid.contract import Value
 
-__all__ = ["NAMESPACE", "Memory", "Shape", "full_name", "load_declared", "record_name",
-           "remember", "schema_of", "shape_of"]
+__all__ = ["NAMESPACE", "Form", "Memory", "Shape", "fields_key", "fits", "form_of",
+           "full_name", "has_holes", "load_declared", "record_name", "remember", "schema_of",
+           "shape_of"]
 
 NAMESPACE = "gridstream.connect"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -47,7 +53,13 @@ Shape = Any
 ``("record", ((name, shape), ...))``."""
 
 Memory = dict[tuple[str, ...], Any]
-"""Per cache: the non-null Avro type last seen at each field path (``"[]"`` = items)."""
+"""The non-null Avro type of each field path (``"[]"`` = items) in a schema."""
+
+Form = Any
+"""A parsed schema in a form that compares equal however the same type is spelled: a
+primitive name, ``("union", branches)``, ``("array", items)``, ``("record", full name,
+((field, form, default), ...))``, ``("named", full name)`` (a reference), or
+``("other", canonical JSON)`` (enums, maps, fixed, logical types)."""
 
 
 def record_name(cache: str) -> str:
@@ -166,6 +178,79 @@ def _nullable(shape: Shape, scope: str, name: str, path: tuple[str, ...],
         return ["null", {"type": "array", "items": items}]
     return ["null", {"type": "record", "name": name, "namespace": scope,
                      "fields": _fields(shape, f"{scope}.{name}", path, memory)}]
+
+
+def has_holes(shape: Shape) -> bool:
+    """Whether a shape has a ``None`` field or items (a type the value alone cannot give)."""
+    if shape == "null":
+        return True
+    if isinstance(shape, str):
+        return False
+    if shape[0] == "array":
+        return has_holes(shape[1])
+    return any(has_holes(inner) for _, inner in shape[1])
+
+
+_AVRO_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes",
+                              "string"})
+_NO_DEFAULT = b""
+
+
+def form_of(schema: Any, namespace: str = "") -> Form:
+    """``schema`` (parsed JSON) as a ``Form``; ``namespace``: the enclosing one."""
+    if isinstance(schema, str):
+        if schema in _AVRO_PRIMITIVES:
+            return schema
+        return ("named", schema if "." in schema or not namespace else f"{namespace}.{schema}")
+    if isinstance(schema, list):
+        return ("union", tuple(form_of(branch, namespace) for branch in schema))
+    if isinstance(schema, Mapping):
+        kind = schema.get("type")
+        if kind == "record" and isinstance(schema.get("fields"), list):
+            name = str(schema.get("name", ""))
+            own = schema.get("namespace", namespace)
+            full = name if "." in name or not own else f"{own}.{name}"
+            inner = full.rpartition(".")[0]
+            return ("record", full, tuple(
+                (str(f.get("name")), form_of(f.get("type"), inner),
+                 orjson.dumps(f["default"]) if "default" in f else _NO_DEFAULT)
+                for f in schema["fields"] if isinstance(f, Mapping)))
+        if kind == "array" and len(schema) == 2 and "items" in schema:
+            return ("array", form_of(schema["items"], namespace))
+        if kind in _AVRO_PRIMITIVES and len(schema) == 1:
+            return kind
+    try:
+        return ("other", orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
+    except TypeError:
+        return ("other", repr(schema))
+
+
+def fields_key(form: Form) -> tuple[str, tuple[str, ...]] | None:
+    """A record form's full name and field names: a version fits a value only if equal."""
+    if not isinstance(form, tuple) or form[0] != "record":
+        return None
+    return form[1], tuple(name for name, _, _ in form[2])
+
+
+def fits(pattern: Form, form: Form) -> bool:
+    """Whether a registered schema (``form``) writes the values of ``pattern`` (the form
+    of the schema inferred with ``"null"`` for ``None``): the same type everywhere but
+    where the pattern has ``"null"``, there any type holding ``null``."""
+    if pattern == "null":
+        return form == "null" or (isinstance(form, tuple) and form[0] == "union"
+                                  and "null" in form[1])
+    if isinstance(pattern, str) or not isinstance(form, tuple) or pattern[0] != form[0]:
+        return bool(pattern == form)
+    if pattern[0] == "union":
+        return len(pattern[1]) == len(form[1]) and all(map(fits, pattern[1], form[1]))
+    if pattern[0] == "array":
+        return fits(pattern[1], form[1])
+    if pattern[0] == "record":
+        return pattern[1] == form[1] and len(pattern[2]) == len(form[2]) and all(
+            name == other and default == other_default and fits(inner, other_inner)
+            for (name, inner, default), (other, other_inner, other_default)
+            in zip(pattern[2], form[2], strict=True))
+    return bool(pattern == form)
 
 
 def remember(schema: Mapping[str, Any], memory: Memory, path: tuple[str, ...] = ()) -> None:

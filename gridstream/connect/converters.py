@@ -21,10 +21,14 @@ error policy).
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+import enum
 import json
 import math
+import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -111,35 +115,71 @@ def decode_key(data: bytes | None, kind: str = "json") -> Key | None:
 
 
 _SCALARS = (str, int, bool, type(None))
+_LEAVES = (str, int, float, type(None), dt.date, dt.time, uuid.UUID, orjson.Fragment)
+"""What orjson writes natively with nothing inside (``datetime`` is a ``date``)."""
+_Default = Callable[[Any], Any] | None
 
 
-def _all_finite(value: Any) -> bool:
-    """Whether no float in ``value`` is NaN or infinite (the fast check)."""
+def _inside(value: Any, default: _Default) -> Iterable[tuple[str | int | None, Any]] | None:
+    """What orjson writes inside ``value``: (field name, index, or None for the same
+    place) and item pairs; None for a leaf. Mirrors orjson: mappings and lists (their
+    subclasses too), exact tuples, dataclasses (their ``__dict__``, else their fields; no
+    name starting with ``_``), enums (their value); any other type goes through
+    ``default``."""
+    if isinstance(value, dict):
+        return value.items()
+    if isinstance(value, list) or type(value) is tuple:
+        return enumerate(value)
+    if isinstance(value, _LEAVES):
+        return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        attrs = getattr(value, "__dict__", None)
+        pairs = attrs.items() if attrs is not None else \
+            [(f.name, getattr(value, f.name, None)) for f in dataclasses.fields(value)]
+        return [(name, item) for name, item in pairs if not name.startswith("_")]
+    if isinstance(value, enum.Enum):
+        return [(None, value.value)]
+    if default is None:
+        return None
+    try:
+        return [(None, default(value))]
+    except Exception:  # orjson has written the value: its default did not fail there
+        return None
+
+
+def _all_finite(value: Any, default: _Default = None) -> bool:
+    """Whether no float orjson writes of ``value`` is NaN or infinite (the fast check)."""
     kind = type(value)
+    items: Iterable[Any]
     if kind is dict:
         items = value.values()
     elif kind is list or kind is tuple:
         items = value
+    elif isinstance(value, float):
+        return math.isfinite(value)
     else:
-        return not isinstance(value, float) or math.isfinite(value)
+        inner = _inside(value, default)
+        if inner is None:
+            return True
+        items = [item for _, item in inner]
     for item in items:  # noqa: SIM110 - a loop: twice as fast as all() over a generator
-        if type(item) not in _SCALARS and not _all_finite(item):
+        if type(item) not in _SCALARS and not _all_finite(item, default):
             return False
     return True
 
 
-def _check_finite(value: Any, path: str) -> None:
-    """``CodecError`` for a float JSON cannot hold (NaN, infinities) anywhere in value."""
+def _check_finite(value: Any, path: str, default: _Default = None) -> None:
+    """``CodecError`` for a float JSON cannot hold (NaN, infinities) anywhere orjson
+    writes in ``value`` (what ``_all_finite`` checks, with the place named)."""
     if isinstance(value, float):
         if not math.isfinite(value):
             raise CodecError(f"{f'field {path!r}' if path else 'the value'}: {value} has "
                              "no JSON form")
-    elif isinstance(value, dict):
-        for name, item in value.items():
-            _check_finite(item, f"{path}.{name}" if path else str(name))
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            _check_finite(item, f"{path}[{index}]")
+        return
+    for name, item in _inside(value, default) or ():
+        inner = path if name is None else f"{path}[{name}]" if isinstance(name, int) else \
+            f"{path}.{name}" if path else str(name)
+        _check_finite(item, inner, default)
 
 
 def dumps_value(value: Any, default: Callable[[Any], Any] | None = None) -> bytes:
@@ -150,8 +190,8 @@ def dumps_value(value: Any, default: Callable[[Any], Any] | None = None) -> byte
         data = orjson.dumps(value, default=default)
     except TypeError as exc:
         raise CodecError(f"value cannot be written as JSON: {exc}") from exc
-    if b"null" in data and not _all_finite(value):
-        _check_finite(value, "")  # orjson wrote NaN or an infinity as null: refuse it
+    if b"null" in data and not _all_finite(value, default):
+        _check_finite(value, "", default)  # orjson wrote NaN or an infinity as null
     return data
 
 

@@ -16,6 +16,8 @@ Confluent one).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -55,6 +57,10 @@ class Registry(Protocol):
 
     def lookup(self, subject: str, schema: str) -> int | None:
         """The id of ``schema`` if ``subject`` holds it (never registers), else None."""
+
+    def versions(self, subject: str, after: int = 0) -> list[tuple[int, int, str]]:
+        """The subject's Avro versions numbered above ``after``, oldest first: (version,
+        schema id, schema text) each; none for an unknown subject."""
 
     def close(self) -> None:
         """Release the client."""
@@ -186,6 +192,31 @@ class SchemaRegistryClientRegistry:
         if (found.schema.schema_type or "AVRO") != "AVRO":
             return None
         return str(found.schema.schema_str)
+
+    def versions(self, subject: str, after: int = 0) -> list[tuple[int, int, str]]:
+        client = self._open()
+        numbers = self._read(f"reading the versions of subject {subject!r}",
+                             lambda: client.get_versions(subject))
+        found = []
+        for number in sorted(int(n) for n in numbers or () if int(n) > after):
+            version = self._read(f"reading version {number} of subject {subject!r}",
+                                 partial(client.get_version, subject, number))
+            if version is not None and (version.schema.schema_type or "AVRO") == "AVRO":
+                found.append((number, int(version.schema_id), str(version.schema.schema_str)))
+        return found
+
+    def _read(self, action: str, call: Callable[[], Any]) -> Any:
+        """``call()``; None when the registry answers 404 (unknown, or deleted since)."""
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        try:
+            return call()
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == _NOT_FOUND:
+                return None
+            raise self._failed(action, exc) from exc
+        except Exception as exc:  # httpx / socket errors: the registry, not the record
+            raise self._failed(action, exc) from exc
 
     def close(self) -> None:
         self._client = None

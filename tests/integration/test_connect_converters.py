@@ -154,6 +154,26 @@ def test_inferred_schemas_evolve_compatibly(registry_url: str,
                                                                 {"a": None, "b": None}]
 
 
+def test_a_batch_re_run_by_a_fresh_converter_writes_the_same_bytes(
+        registry_url: str, client: SchemaRegistryClient) -> None:
+    """A None field took the type the worker had seen (or the subject's latest version):
+    a batch re-run in a fresh worker wrote other schema ids, which the exactly-once
+    writer refuses on every restart."""
+    topic = _topic()
+    client.set_compatibility(f"{topic}-value", "BACKWARD")
+    batch: list[dict[str, Any]] = [
+        {"a": None, "b": None}, {"a": 1, "b": {"x": 1}}, {"a": None, "b": {"x": 2, "y": None}},
+        {"a": 2, "b": {"x": 1, "y": "s"}}, {"a": None, "b": None}]
+    first = _avro(registry_url)
+    encoded = [first.encode_value(topic, "c", v) for v in batch]
+    assert _schema_id(encoded[-1]) == _schema_id(encoded[0])  # the earliest that fits
+    for _ in range(2):
+        again = _avro(registry_url)
+        assert [again.encode_value(topic, "c", v) for v in batch] == encoded
+    reader = _avro(registry_url)
+    assert [reader.decode_value(topic, d) for d in encoded] == batch
+
+
 def test_decode_errors(registry_url: str) -> None:
     topic = _topic()
     converter = _avro(registry_url)

@@ -15,12 +15,12 @@ Spark SQL form (no bit reinterpretation): Python decodes them, as it does JSON.
 
 from __future__ import annotations
 
-import math
 import struct
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from gridstream.connect.converters import dumps_value
 from gridstream.errors import CodecError
 from gridstream.pipeline.serde._base import Deserializer, Serializer
 
@@ -275,27 +275,13 @@ class JsonDeserializer(Deserializer):
             raise CodecError(f"{self.side} is not JSON: {exc}") from exc
 
 
-def _not_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_not_finite(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_not_finite(v) for v in value)
-    return False
-
-
 class JsonSerializer(Serializer):
     name = "Json"
 
     def python(self, topic: str, value: Any) -> bytes | None:
         if value is None:
             return None
-        try:
-            out = orjson.dumps(value)
-        except TypeError as exc:
-            raise CodecError(f"{self.side} has no JSON form: {exc}") from exc
-        # orjson writes NaN and infinities as null: refuse instead of changing the value
-        if b"null" in out and _not_finite(value):
-            raise CodecError(f"{self.side} holds a NaN or infinite float: JSON has none")
-        return out
+        try:  # NaN and infinities refused (orjson would write null), in any container
+            return dumps_value(value)
+        except CodecError as exc:
+            raise CodecError(f"{self.side}: {exc}") from exc

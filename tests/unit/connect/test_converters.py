@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import dataclasses
 import enum
 import struct
 from pathlib import Path
@@ -17,7 +18,12 @@ from pydantic import SecretStr
 from gridstream.connect._avro import AvroConverter, redacted_url
 from gridstream.connect._json_schema import JsonSchemaConverter, infer_schema
 from gridstream.connect.config import ConverterConfig
-from gridstream.connect.converters import Converter, JsonConverter, build_converter
+from gridstream.connect.converters import (
+    Converter,
+    JsonConverter,
+    build_converter,
+    dumps_value,
+)
 from gridstream.errors import CodecError, ConfigError, ConnectorError
 
 VALUE: dict[str, Any] = {
@@ -57,6 +63,69 @@ def test_json_refuses_floats_json_cannot_hold(value: dict[str, Any]) -> None:
     """orjson writes NaN and infinities as null: the value would change silently."""
     with pytest.raises(CodecError, match="no JSON form"):
         build_converter(ConverterConfig()).encode_value("t", "c", value)
+
+
+class _Samples(list[float]):
+    pass
+
+
+class _Point(tuple[float, float]):
+    """A tuple subclass: orjson writes it through ``default``."""
+
+
+@dataclasses.dataclass
+class _Reading:
+    at: float
+    more: Any = None
+
+
+@dataclasses.dataclass(slots=True)
+class _Slotted:
+    at: float
+
+
+class _Level(enum.Enum):
+    LOST = float("nan")
+
+
+NAN, INF = float("nan"), float("inf")
+NOT_FINITE_CONTAINERS: list[tuple[Any, str]] = [
+    (collections.OrderedDict(x=NAN), "'x'"),
+    (collections.defaultdict(list, x=INF), "'x'"),
+    ({"d": collections.OrderedDict(deep=[1.0, -INF])}, r"'d\.deep\[1\]'"),
+    ({"l": _Samples([NAN])}, r"'l\[0\]'"),
+    ({"r": _Reading(NAN)}, r"'r\.at'"),
+    ({"r": _Reading(1.0, {"inner": collections.OrderedDict(y=NAN)})}, r"'r\.more\.inner\.y'"),
+    ({"s": _Slotted(INF)}, r"'s\.at'"),
+    ({"e": _Level.LOST}, "'e'"),
+    ({"t": (1.0, NAN)}, r"'t\[1\]'"),
+]
+"""NaN and infinities in what orjson writes: dict, list and tuple subclasses,
+dataclasses, enums (``_all_finite`` looked into exact dicts, lists and tuples only:
+these became null)."""
+
+
+@pytest.mark.parametrize(("value", "where"), NOT_FINITE_CONTAINERS)
+def test_json_refuses_not_finite_floats_in_any_container_orjson_writes(
+        value: Any, where: str) -> None:
+    converter = build_converter(ConverterConfig())
+    with pytest.raises(CodecError, match=f"field {where}: -?(nan|inf) has no JSON form"):
+        converter.encode_value("t", "c", value)
+
+
+def test_values_written_through_default_are_checked_too() -> None:
+    from gridstream.protocol.values import wire_default
+
+    for value, where in (({"p": _Point((1.0, NAN))}, r"p\[1\]"),
+                         ({"s": {2.0, INF}}, r"s\[1\]")):
+        with pytest.raises(CodecError, match=f"field '{where}': -?(nan|inf) has no JSON form"):
+            dumps_value(value, default=wire_default)
+    # what orjson leaves out of a dataclass is not checked; finite values pass
+    quiet = _Reading(1.0)
+    quiet._hidden = NAN  # type: ignore[attr-defined]
+    assert dumps_value({"r": quiet, "p": _Point((1.0, 2.0)), "n": None},
+                       default=wire_default) == b'{"r":{"at":1.0,"more":null},' \
+                                                b'"p":[1.0,2.0],"n":null}'
 
 
 def test_json_keeps_nulls_and_finite_floats() -> None:
@@ -297,10 +366,12 @@ def test_json_schema_decode_errors(data: bytes, match: str) -> None:
 
 class FakeRegistry:
     """Registers everything (but a schema with a field in ``refuse``); counts calls
-    (the converter must cache them)."""
+    (the converter must cache them). A subject holds each schema once, in the order
+    registered (its versions)."""
 
     def __init__(self, refuse: str = "") -> None:
         self.schemas: dict[int, str] = {}
+        self.ids: dict[str, int] = {}
         self.subjects: dict[str, list[int]] = {}
         self.calls: list[tuple[str, Any]] = []
         self.refuse = refuse
@@ -310,14 +381,11 @@ class FakeRegistry:
         if self.refuse and f'"name":"{self.refuse}"' in schema:
             raise CodecError(f"the registry refused the schema for subject {subject!r} as "
                              "incompatible: a reason")
-        for known, text in self.schemas.items():
-            if text == schema:
-                schema_id = known
-                break
-        else:
-            schema_id = len(self.schemas) + 1
-            self.schemas[schema_id] = schema
-        self.subjects.setdefault(subject, []).append(schema_id)
+        schema_id = self.ids.setdefault(schema, len(self.ids) + 1)
+        self.schemas[schema_id] = schema
+        versions = self.subjects.setdefault(subject, [])
+        if schema_id not in versions:
+            versions.append(schema_id)
         return schema_id
 
     def schema(self, schema_id: int) -> str | None:
@@ -333,6 +401,11 @@ class FakeRegistry:
         self.calls.append(("lookup", subject))
         found = [i for i in self.subjects.get(subject, []) if self.schemas[i] == schema]
         return found[0] if found else None
+
+    def versions(self, subject: str, after: int = 0) -> list[tuple[int, int, str]]:
+        self.calls.append(("versions", subject))
+        ids = self.subjects.get(subject, [])
+        return [(n, i, self.schemas[i]) for n, i in enumerate(ids[after:], start=after + 1)]
 
     def close(self) -> None:
         self.calls.append(("close", None))
@@ -436,14 +509,17 @@ def test_avro_caches_registry_calls() -> None:
         data = converter.encode_value("t", "people", {"id": i, "name": f"n{i}"})
         converter.decode_value("t", data)
     converter.encode_value("t", "people", {"id": 1, "name": None})  # name: a string
+    converter.encode_value("t", "people", {"id": 2, "name": None})
     converter.encode_value("t", "people", {"id": 1, "name": None, "x": 1.5})
-    # one latest-version read, one registration per schema, no lookup of its own ids
-    assert registry.calls == [("latest", "t-value"), ("register", "t-value"),
-                              ("register", "t-value")]
+    # one registration per schema, no lookup of its own ids; a value with a None field
+    # reads the subject's versions (the first fits), then only to find a newer one that
+    # fits (none: its schema is registered)
+    assert registry.calls == [("register", "t-value"), ("versions", "t-value"),
+                              ("versions", "t-value"), ("register", "t-value")]
     reader = _avro(registry)
     for _ in range(3):
         reader.decode_value("t", data)
-    assert registry.calls[-1] == ("schema", 1) and len(registry.calls) == 4
+    assert registry.calls[-1] == ("schema", 1) and len(registry.calls) == 5
     converter.close()
     assert registry.calls[-1:] == [("close", None)]
 
@@ -456,8 +532,7 @@ def test_avro_a_refused_schema_is_asked_once() -> None:
             converter.encode_value("t", "c", {"bad": 1})
     assert converter.decode_value("t", converter.encode_value("t", "c", {"good": 1})) == {
         "good": 1}
-    assert registry.calls == [("latest", "t-value"), ("register", "t-value"),
-                              ("register", "t-value")]
+    assert registry.calls == [("register", "t-value"), ("register", "t-value")]
 
 
 def test_avro_null_fields_take_the_type_seen_before() -> None:
@@ -472,25 +547,79 @@ def test_avro_null_fields_take_the_type_seen_before() -> None:
     assert later.decode_value("t", data) == {"a": None, "b": None}
 
 
+def test_avro_bytes_do_not_depend_on_what_a_worker_encoded_before() -> None:
+    """A None field took the type this worker had seen (or the subject's latest version
+    when it first met the subject): two workers with different histories wrote one value
+    with different schema ids, and a batch re-run in a fresh worker was refused by the
+    exactly-once writer (its content differed) on every restart."""
+    registry = FakeRegistry()
+    _avro(registry).encode_value("t", "c", {"a": 1, "b": {"x": 1}})  # version 1
+    first, second = _avro(registry), _avro(registry)
+    first.encode_value("t", "c", {"a": 2, "b": {"x": 2}})
+    second.encode_value("t", "c", {"a": 3, "b": {"x": 3, "y": "s"}})  # version 2: b.y
+    value = {"a": None, "b": None}
+    data = first.encode_value("t", "c", value)
+    assert data is not None and data[1:5] == struct.pack(">I", 1)  # the earliest that fits
+    assert second.encode_value("t", "c", value) == data
+    assert _avro(registry).encode_value("t", "c", value) == data
+    assert _avro(registry).decode_value("t", data) == value
+
+
+def test_avro_a_batch_re_run_by_a_fresh_worker_writes_the_same_bytes() -> None:
+    registry = FakeRegistry()
+    _avro(registry).encode_value("t", "c", {"a": 1, "b": {"x": 1}, "tags": ["t"]})
+    batch: list[dict[str, Any]] = [
+        {"a": None, "b": None, "tags": []},
+        {"a": 1, "b": {"x": 1, "y": "s"}, "tags": ["t"]},  # evolves the subject
+        {"a": None, "b": {"x": 2, "y": None}, "tags": [None]},
+        {"a": None, "b": None, "tags": None, "new": None},
+        {"a": 5, "b": None, "tags": [], "new": 1.5},
+    ]
+    runs = [[_avro(registry).encode_value("t", "c", v) for v in batch] for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]
+    # each run in its own worker, or the same worker again: the same bytes
+    worker = _avro(registry)
+    assert [worker.encode_value("t", "c", v) for v in reversed(batch)] == runs[0][::-1]
+    reader = _avro(registry)
+    assert [reader.decode_value("t", d) for d in runs[0]] == batch
+
+
+def test_avro_a_none_field_fits_only_a_version_of_the_same_record() -> None:
+    registry = FakeRegistry()
+    converter = _avro(registry)
+    converter.encode_value("t", "c", {"a": 1, "b": "x"})  # 1
+    converter.encode_value("t", "c", {"a": {"deep": 1}})  # 2: other fields
+    converter.encode_value("t", "other", {"a": 1})  # 3: another record in the subject
+    data = _avro(registry).encode_value("t", "c", {"a": None})
+    assert data is not None and data[1:5] == struct.pack(">I", 2)
+    data = _avro(registry).encode_value("t", "other", {"a": None})
+    assert data is not None and data[1:5] == struct.pack(">I", 3)
+    # nothing fits: registered with the types of the subject's latest version
+    data = _avro(registry).encode_value("t", "c", {"a": None, "z": None})
+    assert data is not None and data[1:5] == struct.pack(">I", 4)
+    schema = orjson.loads(registry.schemas[4])
+    assert [f["type"] for f in schema["fields"]] == [["null", "long"], "null"]
+
+
 class FlakyRegistry(FakeRegistry):
-    """Its first latest-version read fails as an unreachable registry does."""
+    """Its first versions read fails as an unreachable registry does."""
 
     def __init__(self) -> None:
         super().__init__()
         self.down = True
 
-    def latest(self, subject: str) -> str | None:
+    def versions(self, subject: str, after: int = 0) -> list[tuple[int, int, str]]:
         if self.down:
             self.down = False
             raise ConnectorError("schema registry http://r:1: reading subject failed")
-        return super().latest(subject)
+        return super().versions(subject, after)
 
 
-def test_avro_a_failed_latest_read_is_asked_again() -> None:
-    """The subject was marked as read before the read: after the registry came back the
-    converter never learnt the subject's types, inferred "null" for a None field where the
-    subject has ["null", "long"], and the registry refused the narrowed schema, blaming
-    the record."""
+def test_avro_a_failed_versions_read_is_asked_again() -> None:
+    """A subject must not be marked as read before the read: after the registry came
+    back the converter would not know the subject's types, infer "null" for a None field
+    where the subject has ["null", "long"], and the registry would refuse the narrowed
+    schema, blaming the record."""
     registry = FlakyRegistry()
     registry.down = False
     _avro(registry).encode_value("t", "c", {"a": 5})
@@ -576,6 +705,39 @@ def test_avro_writer_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         assert converter.decode_value("t", data) == {f"f{i}": i}
     assert len(converter._writers) <= 3 and len(converter._ids) <= 3
     assert [c for c, _ in registry.calls].count("register") == 10
+
+
+def test_avro_caches_stay_bounded_over_10000_shapes() -> None:
+    """Reader schemas and the per-cache memory of field types kept one entry per shape
+    (10,000 shapes: 10,000 entries) while the writer cache was bounded."""
+    import gridstream.connect._avro as avro
+
+    registry = FakeRegistry()
+    converter, reader = _avro(registry), _avro(registry)
+    for i in range(10_000):
+        value: dict[str, Any] = {f"f{i}": i, **({"n": None} if i % 500 == 0 else {})}
+        data = converter.encode_value("t", "c", value)
+        assert converter.decode_value("t", data) == value == reader.decode_value("t", data)
+    for held in (converter, reader):
+        assert len(held._readers) <= avro._MAX_CACHED
+        assert max(len(held._writers), len(held._wire), len(held._ids)) <= avro._MAX_CACHED
+        assert not hasattr(held, "_memory")  # a None field's type comes from the registry
+        assert sum(v.size for v in held._versions.values()) <= avro._MAX_CACHED
+
+
+def test_avro_a_subject_of_more_versions_than_cached_still_gives_the_earliest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import gridstream.connect._avro as avro
+
+    monkeypatch.setattr(avro, "_MAX_CACHED", 4)
+    registry = FakeRegistry()
+    converter = _avro(registry)
+    for i in range(12):
+        converter.encode_value("t", "c", {f"f{i}": i, "n": "x"})
+        data = converter.encode_value("t", "c", {f"f{i}": None, "n": None})
+        assert data is not None and data[1:5] == struct.pack(">I", i + 1)
+        assert sum(v.size for v in converter._versions.values()) <= 4
+        assert len(converter._readers) <= 4
 
 
 @pytest.mark.parametrize(("content", "match"), [

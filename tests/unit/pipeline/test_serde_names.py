@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import struct
+from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -102,8 +103,9 @@ def test_bad_bytes_are_codec_errors(name: str, data: bytes, reason: str) -> None
     ("Double", 2**60 + 1, "no exact Double form"),
     ("Float", 1e300, "does not fit Float"),
     ("Void", 1, "writes only None"),
-    ("Json", {"a": float("nan")}, "NaN or infinite"),
-    ("Json", {1, 2}, "no JSON form"),
+    ("Json", {"a": float("nan")}, "field 'a': nan has no JSON form"),
+    ("Json", {"a": [OrderedDict(b=float("inf"))]}, r"field 'a\[0\]\.b': inf has no JSON"),
+    ("Json", {1, 2}, "cannot be written as JSON"),
 ])
 def test_unwritable_values_are_codec_errors(name: str, value: Any, reason: str) -> None:
     with pytest.raises(CodecError, match=reason):
