@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from hazelcast.core import HazelcastJsonValue
 
+from benchmarks import _smoke
 from gridstream import stack
 from gridstream.grid import Position, Write
 from gridstream.grid.hazelcast import HazelcastAdapter
@@ -93,10 +94,15 @@ def count_records(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
         consumer.assign(parts)
         counts = dict.fromkeys(topics, 0)
         open_parts = {(p.topic, p.partition) for p in parts}
+        idle_since = time.monotonic()
         while open_parts:
-            msgs = consumer.consume(10_000, timeout=5)
+            # short waits: consume() returns early only once it has 10 000 records
+            msgs = consumer.consume(10_000, timeout=0.2)
             if not msgs:
-                raise AssertionError(f"no end of partitions {sorted(open_parts)} after 5 s")
+                if time.monotonic() - idle_since > 5:
+                    raise AssertionError(f"no end of partitions {sorted(open_parts)} after 5 s")
+                continue
+            idle_since = time.monotonic()
             for m in msgs:
                 if m.error() is None:
                     counts[m.topic()] += 1
@@ -263,8 +269,9 @@ def drain_query(start: Callable[[], Any], reports: Callable[[], Sequence[Any]],
     Times from the query's progress: start-up = from ``start()`` to the start of the
     first trigger that read records; drain = from there to the end of the last trigger
     that read records (its ``triggerExecution`` includes the ``foreachBatch``, i.e. the
-    write and its commit). ``total_s``: from ``start()`` to the reports' completion, as
-    this loop saw it (polled every 50 ms)."""
+    write and its commit). The triggers that read records are those whose reports count
+    records (a source's input rows need not be one per record). ``total_s``: from
+    ``start()`` to the reports' completion, as this loop saw it (polled every 50 ms)."""
     began_wall, began = time.time(), time.perf_counter()
     query = start()
     try:
@@ -278,10 +285,11 @@ def drain_query(start: Callable[[], Any], reports: Callable[[], Sequence[Any]],
                                      f"records after {timeout_s} s")
             time.sleep(0.05)
         total = time.perf_counter() - began
-        progress = _wait_progress(query, expected)
+        moved = {r.batch_id for r in reports() if r.records}
+        progress = _wait_progress(query, moved)
     finally:
         query.stop()
-    with_rows = [p for p in progress if p["numInputRows"] > 0]
+    with_rows = [p for p in progress if p["batchId"] in moved]
     first, last = with_rows[0], with_rows[-1]
     first_s = _epoch(first["timestamp"])
     last_end = _epoch(last["timestamp"]) + last["durationMs"]["triggerExecution"] / 1000
@@ -308,15 +316,15 @@ def prerun(start: Callable[[], Any], failure: Callable[[], BaseException | None]
         query.stop()
 
 
-def _wait_progress(query: Any, expected: int) -> list[dict[str, Any]]:
-    """The query's progress reports once they count ``expected`` input rows (Spark posts
-    a batch's progress just after its ``foreachBatch`` returns)."""
+def _wait_progress(query: Any, batches: set[int]) -> list[dict[str, Any]]:
+    """The query's progress reports once they include every batch of ``batches`` (Spark
+    posts a batch's progress just after its ``foreachBatch`` returns)."""
     for _ in range(100):
         progress = [orjson.loads(p.json) for p in query.recentProgress]
-        if sum(p["numInputRows"] for p in progress) >= expected:
+        if batches <= {p["batchId"] for p in progress}:
             return progress
         time.sleep(0.05)
-    raise AssertionError("the query's progress does not count the records its reports do")
+    raise AssertionError(f"the query's progress lacks batches its reports name: {batches}")
 
 
 # ------------------------------------------------------------------------- figures
@@ -360,10 +368,15 @@ def ratio(side: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
             "of_best": round(side["best_records_per_s"] / base["best_records_per_s"], 3)}
 
 
-def parse_common(parser: argparse.ArgumentParser, unit: str,
-                 changes: int) -> argparse.Namespace:
-    """The options both connector benchmarks take (``unit``: "topic" or "cache"), parsed;
-    ``--changes`` must spread evenly over the ``CACHES``."""
+SMOKE = {"changes": 40, "keys": 5, "repeat": 1, "warmup": 0}
+"""``--smoke`` of both connector benchmarks: 10 changes per cache, one round, no warm-up."""
+
+
+def parse_common(parser: argparse.ArgumentParser, unit: str, changes: int,
+                 argv: Sequence[str] | None, **smoke: Any) -> argparse.Namespace:
+    """The options both connector benchmarks take (``unit``: "topic" or "cache"), and
+    ``--smoke`` (``SMOKE``, then ``smoke``), parsed; ``--changes`` must spread evenly
+    over the ``CACHES``."""
     parser.add_argument("--changes", type=int, default=changes)
     parser.add_argument("--keys", type=int, default=5_000, help=f"distinct keys per {unit}")
     parser.add_argument("--repeat", type=int, default=3)
@@ -374,7 +387,7 @@ def parse_common(parser: argparse.ArgumentParser, unit: str,
                         help="only the hand-written sides (no Spark)")
     parser.add_argument("--breakdown", action="store_true",
                         help="then one more run, timed by step")
-    args = parser.parse_args()
+    args = _smoke.parse_args(parser, argv, **{**SMOKE, **smoke})
     if args.changes % CACHES:
         parser.error(f"--changes must be a multiple of {CACHES}")
     return args

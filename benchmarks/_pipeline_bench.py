@@ -99,10 +99,15 @@ def check_output(topic: str, records: int, *, exactly_once: bool) -> dict[str, i
         parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, 0) for p in parts])
         open_parts = set(parts)
+        idle_since = time.monotonic()
         while open_parts:
-            msgs = consumer.consume(10_000, timeout=10)
+            # short waits: consume() returns early only once it has 10 000 records
+            msgs = consumer.consume(10_000, timeout=0.2)
             if not msgs:
-                raise AssertionError(f"{topic}: no end of partitions {sorted(open_parts)}")
+                if time.monotonic() - idle_since > 10:
+                    raise AssertionError(f"{topic}: no end of partitions {sorted(open_parts)}")
+                continue
+            idle_since = time.monotonic()
             for m in msgs:
                 err = m.error()
                 if err is not None:

@@ -1,28 +1,32 @@
 """Connector converters: encode and decode rates (records/s); prints JSON.
 
-    python benchmarks/bench_connect_converters.py [--records 10000]
+    python benchmarks/bench_connect_converters.py [--records 10000] [--smoke]
 
 Needs the stack's registry (``gridstream stack up --services registry``). Baseline of
 the same run: confluent-kafka's ``AvroSerializer`` / ``AvroDeserializer`` on the same
-records and schema.
+records and schema. ``--smoke``: 20 records (seconds; the figures mean nothing).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from benchmarks import _smoke
 from gridstream.connect.config import ConverterConfig
 from gridstream.connect.converters import build_converter
 
@@ -49,10 +53,10 @@ def _rate(n: int, fn: Callable[[], Any]) -> float:
     return round(n / (time.perf_counter() - start))
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=10_000)
-    n = parser.parse_args().records
+    n = _smoke.parse_args(parser, argv, records=20).records
     values = _values(n)
     results: dict[str, Any] = {"records": n}
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,7 +99,8 @@ def main() -> None:
         results[name]["decode_vs_confluent"] = round(
             results[name]["decode_per_s"] / base["decode_per_s"], 2)
     print(json.dumps(results, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

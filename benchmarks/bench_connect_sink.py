@@ -19,7 +19,9 @@ rounds, the order of the sides reversed every other round; medians (and best-of)
 Prints JSON.
 
 Usage: python benchmarks/bench_connect_sink.py [--changes 50000] [--keys 5000]
-    [--repeat 3] [--warmup 1] [--tasks 1 2] [--baselines-only]
+    [--repeat 3] [--warmup 1] [--tasks 1 2] [--baselines-only] [--smoke]
+(``--smoke``: 40 changes over 5 keys per topic, one round, no warm-up, every side:
+seconds after Spark's start, and the figures mean nothing.)
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -190,11 +193,11 @@ def breakdown(spark: Any, bootstrap: str, grid: HazelcastAdapter, grid_settings:
     return out
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, nargs="+", default=[1, 2],
                         help="tasks.max of the connector's runs")
-    args = parse_common(parser, "topic", 50_000)
+    args = parse_common(parser, "topic", 50_000, argv)
     bootstrap, hz = services_up()
     config = HazelcastGridConfig(cluster_name=hz.settings.cluster_name, members=(hz.address,))
     topics = names("bsink")

@@ -22,7 +22,9 @@ rates and ratios are of the drain. ``--repeat`` rounds, the order of the sides r
 every other round; the medians (and best-of) are reported. Prints JSON.
 
 Usage: python benchmarks/bench_connect_source.py [--changes 40000] [--keys 5000]
-    [--repeat 3] [--warmup 1] [--grids space hazelcast] [--baselines-only]
+    [--repeat 3] [--warmup 1] [--grids space hazelcast] [--baselines-only] [--smoke]
+(``--smoke``: 40 changes, each key of a cache written once, one round, no warm-up, every
+side: seconds after Spark's start, and the figures mean nothing.)
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -280,11 +283,13 @@ def breakdown(round_: SpaceRound | HazelcastRound, side: SourceSide,
             "python_alone_s": alone}
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--grids", nargs="+", choices=["space", "hazelcast"],
                         default=["space", "hazelcast"])
-    args = parse_common(parser, "cache", 40_000)
+    # --smoke: as many keys as changes per cache (a put_all keeps one change per key:
+    # the raw sides count journal events, one per change)
+    args = parse_common(parser, "cache", 40_000, argv, keys=10)
     bootstrap, hz = services_up()
     result: dict[str, Any] = {"benchmark": "connect_source", "changes": args.changes,
                               "caches": CACHES, "keys_per_cache": args.keys,

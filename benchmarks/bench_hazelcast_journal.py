@@ -1,11 +1,12 @@
 """Hazelcast adapter throughput on the stack's member: writes, and the event journal read
 as a change stream; prints JSON.
 
-    python benchmarks/bench_hazelcast_journal.py --entries 50000 [--max-changes 10000]
+    python benchmarks/bench_hazelcast_journal.py --entries 50000 [--max-changes 10000] [--smoke]
 
 Baselines in the same run: the client's own ``put_all`` (no adapter) for writes; for
 reads, the same journal reads with the codec alone (no key/value decoding, no position
-checks).
+checks). ``--smoke``: 300 entries in batches of 100, read 100 changes at a time
+(seconds; the figures mean nothing).
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 import uuid
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hazelcast.core import HazelcastJsonValue
 
+from benchmarks import _smoke
 from gridstream import stack
 from gridstream.grid import Position, Write
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig, _journal
@@ -56,12 +63,12 @@ def _raw_read_all(grid: HazelcastAdapter, cache: str, start: Position) -> int:
         count += got
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--entries", type=int, default=50_000)
     parser.add_argument("--max-changes", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=1000)
-    args = parser.parse_args()
+    args = _smoke.parse_args(parser, argv, entries=300, max_changes=100, batch=100)
     service = stack.services(["hazelcast"])[0]
     assert isinstance(service, HazelcastService)
     service.up()
@@ -103,7 +110,8 @@ def main() -> None:
         "read_ratio": round(read_rate / raw_read_rate, 2),
         "load_1min": round(os.getloadavg()[0], 2),
     }))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -27,7 +27,11 @@ ratios of rates:
 - ``gridstream-eo / gridstream-alo`` time (the cost of exactly-once, goal ≤ 1.3×).
 
 Prints JSON. Usage: python benchmarks/bench_pipeline_kafka.py [--records 500000]
-[--partitions 2] [--repeat 3] [--sides native,gridstream-alo,...]
+[--partitions 2] [--repeat 3] [--sides native,gridstream-alo,...] [--smoke]
+
+``--smoke``: 300 records, one round, the Spark sides only (Quix's virtualenv comes from
+the package index on first use; ``--smoke --sides ...`` adds its sides back): a Spark
+start per side, and the figures mean nothing.
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ import json
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import _smoke
 from benchmarks._pipeline_bench import (
     RECORD_BYTES,
     check_output,
@@ -118,13 +124,14 @@ def figures(runs: dict[str, list[dict[str, Any]]], records: int) -> dict[str, An
     return {"sides": sides, "ratios": ratios}
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sides", default=",".join(SIDES))
-    args = parser.parse_args(argv)
+    args = _smoke.parse_args(parser, argv, records=300, repeat=1,
+                             sides=",".join(s for s in SIDES if s not in QUIX_GUARANTEE))
     sides = [s for s in args.sides.split(",") if s]
     unknown = set(sides) - set(SIDES)
     if unknown:

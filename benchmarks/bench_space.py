@@ -1,6 +1,8 @@
 """Embedded space throughput: writes, reads, log tailing and recovery; prints JSON.
 
-    python benchmarks/bench_space.py --ops 100000 [--fsync batch] [--partitions 4]
+    python benchmarks/bench_space.py --ops 100000 [--fsync batch] [--partitions 4] [--smoke]
+
+``--smoke``: 200 operations (seconds; the figures mean nothing).
 """
 
 from __future__ import annotations
@@ -9,12 +11,16 @@ import argparse
 import json
 import platform
 import shutil
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import _smoke
 from gridstream.model import space_class
 from gridstream.space import Change, Space, open_log_reader
 
@@ -97,13 +103,13 @@ def _tail(data_dir: Path, end: int) -> None:
         reader.close()
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ops", type=int, default=100_000)
     parser.add_argument("--fsync", choices=["always", "batch", "never"], default="batch")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--dir", type=Path, default=None, help="where to put the space")
-    args = parser.parse_args()
+    args = _smoke.parse_args(parser, argv, ops=200)
     root = Path(tempfile.mkdtemp(prefix="bench-space-", dir=args.dir))
     try:
         results = run(args.ops, args.fsync, args.partitions, root / "space")
@@ -118,7 +124,8 @@ def main() -> None:
         **{k: round(v, 3) if isinstance(v, float) else v for k, v in results.items()},
     }
     print(json.dumps(report, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

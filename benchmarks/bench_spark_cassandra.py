@@ -14,6 +14,8 @@ compactions, JIT), so the two are measured ``--repeat`` times, alternating which
 first, each into a table of its own; the figure is the median of the per-round ratios.
 
 Prints JSON. Usage: python benchmarks/bench_spark_cassandra.py [--rows 50000] [--repeat 3]
+[--no-warmup] [--smoke] (``--smoke``: 100 rows, one round, no warm-up: seconds after
+Spark's start, and the figures mean nothing)
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ import statistics
 import sys
 import tempfile
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import _smoke
 from benchmarks._spark_bench import ITEM, delete_topic, item, make_topic, operations, produce, timed
 from gridstream.spark import PipelineConfig, StorePipeline, TypeRegistry, get_spark
 
@@ -89,11 +93,13 @@ def _keyspace(session: Any) -> str:
     return keyspace
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                        help="one pipeline run of 500 rows first, not counted")
+    args = _smoke.parse_args(parser, argv, rows=100, repeat=1, warmup=False)
     from cassandra.cluster import Cluster
 
     cluster = Cluster(["127.0.0.1"], protocol_version=5)
@@ -106,11 +112,12 @@ def main() -> int:
     direct: list[float] = []
     try:
         produce(topic, operations(args.rows))
-        warm = make_topic(1)
-        produce(warm, operations(500))
-        keyspaces.append(_keyspace(session))
-        _pipeline(spark, warm, keyspaces[-1], 500)  # JIT, Python workers, tables
-        delete_topic(warm)
+        if args.warmup:  # JIT, Python workers, tables
+            warm = make_topic(1)
+            produce(warm, operations(500))
+            keyspaces.append(_keyspace(session))
+            _pipeline(spark, warm, keyspaces[-1], 500)
+            delete_topic(warm)
         for round_ in range(args.repeat):
             keyspaces.append(_keyspace(session))
             keyspace = keyspaces[-1]

@@ -9,6 +9,8 @@ aggregate (count, malformed count, total ``data`` length), so the figure is the 
 alone, without a sink. Rounds alternate the codecs after one warm-up each; medians.
 
 Prints JSON. Usage: python benchmarks/bench_spark_codecs.py [--rows 200000] [--repeat 3]
+[--no-warmup] [--smoke] (``--smoke``: 100 rows, one round, no warm-up: seconds after
+Spark's start, and the figures mean nothing)
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import _smoke
 from benchmarks._spark_bench import BOOTSTRAP, delete_topic, make_topic, operations, produce, timed
 from gridstream.protocol import OperationEncoder
 from gridstream.protocol.avro import AvroCodec
@@ -40,11 +44,13 @@ def _decode_once(spark: Any, pipeline: StorePipeline, topic: str, rows: int) -> 
         raise SystemExit(f"{pipeline.name}: {row['n']} rows, {row['bad']} malformed")
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                        help="one run of each side first, not counted")
+    args = _smoke.parse_args(parser, argv, rows=100, repeat=1, warmup=False)
     ops = operations(args.rows)
     codecs: dict[str, tuple[OperationEncoder, dict[str, Any]]] = {
         "json": (OperationEncoder(), {}),
@@ -64,7 +70,7 @@ def main() -> None:
                 "name": f"bench-{name}", "topics": [topics[name]], "checkpoint": "/unused",
                 "sink": {"kind": "parquet", "path": "/unused"}, **options}))
         seconds: dict[str, list[float]] = {name: [] for name in codecs}
-        for name in codecs:  # warm-up
+        for name in codecs if args.warmup else ():
             _decode_once(spark, pipelines[name], topics[name], args.rows)
         for _ in range(args.repeat):
             for name in codecs:
@@ -77,6 +83,7 @@ def main() -> None:
             "records_per_s": {n: round(args.rows / m) for n, m in medians.items()},
             "vs_json": {n: round(medians["json"] / m, 3) for n, m in medians.items()},
         }, indent=2))
+        return 0
     finally:
         for topic in topics.values():
             delete_topic(topic)
@@ -84,4 +91,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

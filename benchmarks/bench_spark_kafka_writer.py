@@ -11,7 +11,9 @@ topic, fencing every slot's id, the producers' ``init_transactions``). The ratio
 the medians (best-of is printed too). Each run's output is counted (read_committed).
 
 Prints JSON. Usage: python benchmarks/bench_spark_kafka_writer.py [--rows 1000000]
-[--partitions 4] [--value-bytes 100] [--repeat 3]
+[--partitions 4] [--value-bytes 100] [--repeat 3] [--no-warmup] [--smoke]
+(``--smoke``: 100 rows over 2 partitions, one round, no warm-up: seconds after Spark's
+start, and the figures mean nothing)
 """
 
 from __future__ import annotations
@@ -20,14 +22,17 @@ import argparse
 import json
 import statistics
 import sys
+import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from benchmarks import _smoke
 from benchmarks._spark_bench import BOOTSTRAP, delete_topic, make_topic, timed
 from gridstream.spark import get_spark
 from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
@@ -51,16 +56,29 @@ def _fill(topic: str, rows: int, value_bytes: int) -> None:
 def _count(topic: str) -> int:
     """Records of ``topic`` a read_committed consumer sees (to each partition's end)."""
     consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": uuid.uuid4().hex,
-                         "isolation.level": "read_committed"})
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
     try:
         parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        seen = 0
-        while True:
-            msgs = consumer.consume(10_000, timeout=2)
+        open_parts, seen = set(parts), 0
+        idle_since = time.monotonic()
+        while open_parts:
+            # short waits: consume() returns early only once it has 10 000 records
+            msgs = consumer.consume(10_000, timeout=0.2)
             if not msgs:
-                return seen
-            seen += sum(1 for m in msgs if m.error() is None)
+                if time.monotonic() - idle_since > 10:
+                    raise AssertionError(f"{topic}: no end of partitions {sorted(open_parts)}")
+                continue
+            idle_since = time.monotonic()
+            for m in msgs:
+                err = m.error()
+                if err is None:
+                    seen += 1
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    open_parts.discard(m.partition())
+                else:
+                    raise KafkaException(err)
+        return seen
     finally:
         consumer.close()
 
@@ -95,13 +113,15 @@ class _Writer:
         return seconds
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                        help="one run of each side first, not counted")
+    args = _smoke.parse_args(parser, argv, rows=100, partitions=2, repeat=1, warmup=False)
     source = make_topic(args.partitions)
     targets: list[str] = []
     spark = get_spark(app_name="bench-spark-kafka-writer")
@@ -119,8 +139,9 @@ def main() -> int:
 
     try:
         _fill(source, args.rows, args.value_bytes)
-        run("spark", False)  # warm-up, both paths
-        run("writer", False)
+        if args.warmup:  # both paths
+            run("spark", False)
+            run("writer", False)
         for _ in range(args.repeat):
             run("spark", True)
             run("writer", True)
@@ -144,7 +165,7 @@ def main() -> int:
             "writer_rows_per_s": round(args.rows / min(runs["writer"])),
             "writer_vs_spark_sink": round(min(runs["spark"]) / min(runs["writer"]), 3),
         },
-        "writer_counting_pass_s": [round(s, 2) for s in writer.counting[1:]],
+        "writer_counting_pass_s": [round(s, 2) for s in writer.counting[-args.repeat:]],
         "spark_sink_s": [round(s, 2) for s in runs["spark"]],
         "writer_s": [round(s, 2) for s in runs["writer"]],
     }

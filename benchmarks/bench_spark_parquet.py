@@ -14,6 +14,8 @@ less the more rows a run has: the default, 1,000,000 rows, measures throughput; 
 after one warm-up run each; the ratio uses the medians (best-of is printed too).
 
 Prints JSON. Usage: python benchmarks/bench_spark_parquet.py [--rows 1000000] [--repeat 3]
+[--no-warmup] [--smoke] (``--smoke``: 100 rows, one round, no warm-up: seconds after
+Spark's start, and the figures mean nothing)
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ import json
 import statistics
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import _smoke
 from benchmarks._spark_bench import BOOTSTRAP, delete_topic, make_topic, operations, produce, timed
 from gridstream.protocol import spark_schema_ddl
 from gridstream.spark import ParquetSinkConfig, PipelineConfig, StorePipeline, get_spark
@@ -66,19 +70,22 @@ def _pipeline(spark: Any, topic: str, out: str, tmp: str) -> tuple[float, int]:
     return seconds, sum(r.records for r in pipeline.reports)
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                        help="one run of each side first, not counted")
+    args = _smoke.parse_args(parser, argv, rows=100, repeat=1, warmup=False)
     topic = make_topic(2)
     spark = get_spark(app_name="bench-spark-parquet")
     baseline, pipeline = [], []
     try:
         produce(topic, operations(args.rows))
         with tempfile.TemporaryDirectory() as tmp:
-            _baseline(spark, topic, f"{tmp}/warm-base")  # JIT warm-up, both paths
-            _pipeline(spark, topic, f"{tmp}/warm-pipe", tmp)
+            if args.warmup:  # JIT, both paths
+                _baseline(spark, topic, f"{tmp}/warm-base")
+                _pipeline(spark, topic, f"{tmp}/warm-pipe", tmp)
             for n in range(args.repeat):
                 baseline.append(_baseline(spark, topic, f"{tmp}/base-{n}"))
                 seconds, records = _pipeline(spark, topic, f"{tmp}/pipe-{n}", f"{tmp}/{n}")
