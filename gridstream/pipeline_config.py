@@ -199,13 +199,20 @@ def _kind_from_class(index: int, section: Any) -> Any:
 
 
 def check_connectors(config: PipelineFile, where: str) -> None:
-    """What pydantic cannot check: each connector's transforms build, and its
-    ``cacheFilter`` is on the allow-list (and importable)."""
+    """What pydantic cannot check: each connector's transforms build, its
+    ``cacheFilter`` is on the allow-list (and importable), and a source connector's
+    producer takes no lossy setting from ``[kafka]``'s properties."""
+    from gridstream.connect.config import SourceConnectorConfig
     from gridstream.connect.filters import allowed_modules, load_filter
     from gridstream.connect.transforms import build_chain
 
     allowed = allowed_modules(config.run.allowed_modules)
     for c in config.connector:
+        if isinstance(c, SourceConnectorConfig):
+            problem = c.producer_problem(connector_kafka(config, c)[1],
+                                         "its Kafka properties with [kafka]'s")
+            if problem is not None:
+                raise ConfigError(f"{where}: {problem}")
         try:
             build_chain(c.transforms)
         except ConfigError as exc:

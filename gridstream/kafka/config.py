@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import SecretStr
 
-__all__ = ["SECRET_MARKERS", "SHARED_PREFIXES", "KafkaProperties", "PropertyValue", "is_secret",
-           "redact", "scrub", "shared_config"]
+__all__ = ["SECRET_MARKERS", "SHARED_PREFIXES", "KafkaProperties", "LossySetting",
+           "PropertyValue", "is_secret", "lossy_producer_setting", "redact", "scrub",
+           "shared_config"]
 
 PropertyValue = str | int | float | bool
 SECRET_MARKERS = ("password", "passwd", "secret", "token", "credential", "jaas", "private")
@@ -126,3 +128,32 @@ class KafkaProperties(Mapping[str, PropertyValue]):
 def shared_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a client config that every kind of client takes (``SHARED_PREFIXES``)."""
     return {k: v for k, v in config.items() if k.startswith(SHARED_PREFIXES)}
+
+
+@dataclass(frozen=True)
+class LossySetting:
+    """A producer property under which a delivery guarantee does not hold: the
+    ``option``, its ``setting`` as given (``acks='1'``), ``why`` and the ``fix``."""
+
+    option: str
+    setting: str
+    why: str
+    fix: str
+
+
+def lossy_producer_setting(properties: Mapping[str, Any]) -> LossySetting | None:
+    """The property of ``properties`` under which a producer may lose a record (``acks``
+    other than ``all`` / ``-1``) or write one twice or out of order
+    (``enable.idempotence=false``), or None. The one rule for every gridstream producer
+    that promises more than ``NONE`` (the pipeline API's Kafka sink, the source
+    connector): both refuse such a setting when their config is loaded."""
+    acks = properties.get("acks")
+    if acks is not None and str(acks).strip().lower() not in ("all", "-1"):
+        return LossySetting("acks", f"acks={acks!r}",
+                            "a record the leader alone holds is lost with it", "use acks=all")
+    idempotence = properties.get("enable.idempotence")
+    if idempotence is not None and str(idempotence).strip().lower() == "false":
+        return LossySetting("enable.idempotence", "enable.idempotence=false",
+                            "a retried send may write a record twice or out of order",
+                            "leave it true")
+    return None

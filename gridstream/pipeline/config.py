@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gridstream.errors import ConfigError
 from gridstream.pipeline.api import Pipeline, Stage
 from gridstream.pipeline.base import Guarantee, Sink, Source
+from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 
 __all__ = ["SINKS", "SOURCES", "ApiPipelineConfig", "build_job", "is_api_pipeline",
            "validate_api_pipeline"]
@@ -99,7 +100,7 @@ class KafkaSourceConfig(BaseModel):
     topics: list[str] | None = None
     pattern: str | None = None
     projection: Literal["entry", "value", "record"] = "entry"
-    max_offsets_per_trigger: int | None = Field(default=None, gt=0)
+    max_offsets_per_trigger: int | None = Field(default=MAX_OFFSETS_PER_TRIGGER, gt=0)
     properties: dict[str, Any] = Field(default_factory=dict)
 
 

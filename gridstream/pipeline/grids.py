@@ -26,7 +26,7 @@ from pydantic import TypeAdapter, ValidationError
 from gridstream.connect.config import GridSettings, HazelcastGridSettings, SpaceGridSettings
 from gridstream.connect.converters import dumps_value
 from gridstream.connect.grids import grid_adapter
-from gridstream.connect.sink.apply import ORDER, apply_on_driver, apply_tasks
+from gridstream.connect.sink.apply import ORDER, apply_streamed, apply_tasks
 from gridstream.errors import CodecError, ConfigError, SparkError
 from gridstream.grid.contract import GridAdapter, Key
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink
@@ -244,12 +244,12 @@ class GridMapSink(Sink):
         try:
             good, errors = split_batch(cached, context)
             written = good.count()
-            keys = self._apply(good, batch_id, context) if written else 0
+            keys = self._apply(good, batch_id, context, written) if written else 0
         finally:
             cached.unpersist()
         return {"written": written, "errors": errors, "key_writes": keys}
 
-    def _apply(self, ok: DataFrame, batch_id: int, context: RunContext) -> int:
+    def _apply(self, ok: DataFrame, batch_id: int, context: RunContext, count: int) -> int:
         import pyspark.sql.functions as F
 
         version = batch_id if context.guarantee is Guarantee.EXACTLY_ONCE else None
@@ -268,8 +268,8 @@ class GridMapSink(Sink):
             tasks = self.tasks or ok.sparkSession.sparkContext.defaultParallelism
             return apply_tasks(rows, replace(adapter.config, source=source), tasks=tasks,
                                updates=True, version=version, order=order)
-        return apply_on_driver(self._space_adapter(source), rows, updates=True,
-                               version=version, order=order)
+        return apply_streamed(self._space_adapter(source), rows, count=count, updates=True,
+                              version=version, order=order)
 
     def _space_adapter(self, source: str) -> GridAdapter:
         """The driver's adapter of the Space (opened on first use: its writer ``source``

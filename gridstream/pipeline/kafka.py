@@ -15,12 +15,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gridstream.errors import ConfigError
 from gridstream.kafka import KafkaProperties, redact
+from gridstream.kafka.config import lossy_producer_setting
 from gridstream.pipeline import serde
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink, Source
 from gridstream.pipeline.errors import route_to_kafka
 from gridstream.pipeline.serde._names import check_options
-from gridstream.pipeline.streaming import configure, good_rows, observed
-from gridstream.spark.kafka_source import SPARK_MANAGED, client_options, source_options
+from gridstream.pipeline.streaming import configure, good_rows, is_real_time, observed
+from gridstream.spark.kafka_source import (
+    MAX_OFFSETS_PER_TRIGGER,
+    SPARK_MANAGED,
+    client_options,
+    source_options,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -58,15 +64,21 @@ def _flag(value: Any) -> bool:
 
 
 class KafkaSource(Source):
-    """Spark's Kafka source; items per ``projection``."""
+    """Spark's Kafka source; items per ``projection``, at most ``max_offsets_per_trigger``
+    records per micro-batch (None: all available, Spark's default; real-time mode reads
+    without it, Spark refuses it there)."""
 
     stateless_ok = True
 
     def __init__(self, props: Mapping[str, Any], topics: str | Sequence[str] | None, *,
                  projection: Projection = "entry", pattern: str | None = None,
-                 max_offsets_per_trigger: int | None = None) -> None:
+                 max_offsets_per_trigger: int | None = MAX_OFFSETS_PER_TRIGGER) -> None:
         if projection not in ("entry", "value", "record"):
             raise ConfigError(f"projection {projection!r}: use 'entry', 'value' or 'record'")
+        if max_offsets_per_trigger is not None and (
+                type(max_offsets_per_trigger) is not int or max_offsets_per_trigger < 1):
+            raise ConfigError(f"KafkaSources.kafka: max_offsets_per_trigger "
+                              f"{max_offsets_per_trigger!r}: a positive integer, or None")
         self.bootstrap, client, serde_props = _split(props, "KafkaSources.kafka", sink=False)
         self.topics = [topics] if isinstance(topics, str) else (
             list(topics) if topics is not None else None)
@@ -113,7 +125,8 @@ class KafkaSource(Source):
             starting_offsets=starting_offsets or self.starting_offsets,
             isolation_level=self.isolation_level,
             include_headers=self.projection == "record",
-            max_offsets_per_trigger=self.max_offsets_per_trigger)
+            max_offsets_per_trigger=None if is_real_time(context.trigger)
+            else self.max_offsets_per_trigger)
 
     def flow(self, spark: SparkSession, context: RunContext) -> Flow:
         import pyspark.sql.functions as F
@@ -195,16 +208,10 @@ class KafkaSink(Sink):
         duplicate records silently."""
         if guarantee == Guarantee.NONE:
             return
-        acks = self.client.get("acks")
-        if acks is not None and str(acks).strip().lower() not in ("all", "-1"):
-            raise ConfigError(f"KafkaSinks.kafka: acks={acks!r} cannot give {guarantee} "
-                              "(a record the leader alone holds is lost with it); use "
-                              "acks=all, or guarantee NONE")
-        idempotence = self.client.get("enable.idempotence")
-        if idempotence is not None and str(idempotence).strip().lower() == "false":
-            raise ConfigError(f"KafkaSinks.kafka: enable.idempotence=false cannot give "
-                              f"{guarantee} (a retried send may write a record twice or "
-                              "out of order); leave it true, or use guarantee NONE")
+        lossy = lossy_producer_setting(self.client)
+        if lossy is not None:
+            raise ConfigError(f"KafkaSinks.kafka: {lossy.setting} cannot give {guarantee} "
+                              f"({lossy.why}); {lossy.fix}, or guarantee NONE")
 
     def describe(self) -> str:
         return (f"kafka {self.topic} @ {self.bootstrap} (key {self.key_ser!r}, value "
@@ -289,10 +296,12 @@ class KafkaSources:
     @staticmethod
     def kafka(props: Mapping[str, Any], topics: str | Sequence[str] | None = None, *,
               projection: Projection = "entry", pattern: str | None = None,
-              max_offsets_per_trigger: int | None = None) -> KafkaSource:
+              max_offsets_per_trigger: int | None = MAX_OFFSETS_PER_TRIGGER) -> KafkaSource:
         """Read ``topics`` (or the topics matching ``pattern``): items are ``(key,
         value)`` tuples (``projection="entry"``), the value alone (``"value"``) or
-        ``KafkaRecord`` (``"record"``)."""
+        ``KafkaRecord`` (``"record"``). A micro-batch reads at most
+        ``max_offsets_per_trigger`` records (default ``MAX_OFFSETS_PER_TRIGGER``,
+        100,000: a backlog drains as many batches; None: everything available in one)."""
         return KafkaSource(props, topics, projection=projection, pattern=pattern,
                            max_offsets_per_trigger=max_offsets_per_trigger)
 

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from gridstream.spark.dead_letter import ErrorPolicy
+from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 from gridstream.stores.cassandra import CassandraConfig
 
 __all__ = [
@@ -142,7 +143,7 @@ class PipelineConfig(BaseModel):
     starting_offsets: str = Field(
         default="earliest", validation_alias=AliasChoices("starting_offsets", "startingOffsets"))
     max_offsets_per_trigger: int | None = Field(
-        default=100_000, ge=1,
+        default=MAX_OFFSETS_PER_TRIGGER, ge=1,
         validation_alias=AliasChoices("max_offsets_per_trigger", "maxOffsetsPerTrigger"))
     fail_on_data_loss: bool = Field(
         default=True, validation_alias=AliasChoices("fail_on_data_loss", "failOnDataLoss"))

@@ -12,8 +12,14 @@ from pydantic import SecretStr
 
 from gridstream.errors import ConfigError
 
-__all__ = ["SPARK_MANAGED", "check_consumer_properties", "client_options", "kafka_lag",
-           "source_options"]
+__all__ = ["MAX_OFFSETS_PER_TRIGGER", "SPARK_MANAGED", "check_consumer_properties",
+           "client_options", "kafka_lag", "source_options"]
+
+MAX_OFFSETS_PER_TRIGGER = 100_000
+"""The default most records per micro-batch of every Kafka source gridstream reads (store
+pipelines, the sink connector, the pipeline API): a backlog drains as many batches, each
+far inside the exactly-once writer's ``transaction.timeout.ms`` (one minute by default)
+and the memory of one batch, where Spark's own default reads all of it in one."""
 
 SPARK_MANAGED = frozenset({"auto.offset.reset", "enable.auto.commit", "key.deserializer",
                            "value.deserializer", "interceptor.classes"})

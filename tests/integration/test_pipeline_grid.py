@@ -163,6 +163,59 @@ def test_a_batch_run_again_leaves_the_map_as_its_first_run(
         assert differences(want, grid.read(cache)) == []
 
 
+@pytest.mark.parametrize("guarantee", [Guarantee.EXACTLY_ONCE, Guarantee.AT_LEAST_ONCE])
+def test_a_space_map_sink_applies_a_batch_in_bounded_chunks(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, guarantee: Guarantee) -> None:
+    """The driver never holds the whole batch: it reads the rows key by key and hands the
+    Space at most ``DRIVER_CHUNK`` keys at once (40 here: 1500 records over 150 keys).
+    The map is what one apply of the batch gives, and a versioned re-run still writes
+    nothing (no key is split between chunks), whatever another writer did in between."""
+    from gridstream.connect.sink import apply
+    from gridstream.grid.space import SpaceAdapter
+
+    monkeypatch.setattr(apply, "DRIVER_CHUNK", 40)
+    sizes: list[int] = []
+    original = SpaceAdapter.apply
+
+    def recording(self: SpaceAdapter, cache: str, writes: Any, *,
+                  overwrite: bool = True) -> None:
+        sizes.append(len(writes))
+        original(self, cache, writes, overwrite=overwrite)
+
+    monkeypatch.setattr(SpaceAdapter, "apply", recording)
+    topic = topic_factory(3)
+    produce(kafka_bootstrap, topic, workload(8, keys=150, count=1500))
+    with make_grid("space", tmp_path) as grid:
+        cache = cache_prefix(grid) + "m"
+        sink = map_sink(grid, cache)
+        sink.bind("q-chunks")
+        ctx = context(tmp_path, guarantee)
+        batch = kafka_batch(spark, kafka_bootstrap, topic, sink)
+        want = grid.expected(latest(kafka_bootstrap, topic))
+        try:
+            counts = sink.process(batch, 3, ctx)
+            keys = {orjson.loads(m.key()) for m in read_topic(kafka_bootstrap, topic)}
+            assert counts["written"] == 1500 and counts["key_writes"] == len(keys) > 120
+            assert max(sizes) <= 40 and sum(sizes) == counts["key_writes"]
+            assert len(sizes) == -(-counts["key_writes"] // 40)
+            assert differences(want, grid.read(cache)) == []
+            key = sorted(want, key=str)[0]
+            other = {**want[key], "n": -5}
+            with grid.adapter() as adapter:
+                adapter.apply(cache, [Write(key, other)])
+            sizes.clear()
+            sink.process(batch, 3, ctx)
+            assert max(sizes) <= 40
+        finally:
+            sink.close()
+        if guarantee is Guarantee.EXACTLY_ONCE:
+            assert differences(want, grid.read(cache)) == [
+                f"{key!r}: {other!r} != {want[key]!r}"]
+        else:
+            assert differences(want, grid.read(cache)) == []
+
+
 def bad_values(item: tuple[Any, Any]) -> list[Any]:
     """Items whose value ``n`` is divisible by 97 cannot be written (not a JSON object)."""
     key, value = item

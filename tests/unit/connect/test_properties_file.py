@@ -301,3 +301,14 @@ def test_empty_hazelcast_members_are_refused(tmp_path: Path, members: str) -> No
     text = SINK.replace("grid.members=127.0.0.1:5701, 127.0.0.1:5702", f"grid.members={members}")
     with pytest.raises(ConfigError, match="option 'grid.members'"):
         _load(tmp_path, text)
+
+
+@pytest.mark.parametrize("option", ["producer.acks=1", "producer.override.acks=0",
+                                    "kafka.enable.idempotence=false"])
+def test_a_source_file_with_a_lossy_producer_setting_is_refused(tmp_path: Path,
+                                                                option: str) -> None:
+    name = option.split("=")[0].split(".", 1)[1].removeprefix("override.")
+    message = _error(tmp_path, SOURCE + option + "\n")
+    assert f"source connector 'src': option {name!r} of its Kafka properties" in message
+    assert _load(tmp_path, SOURCE + "producer.acks=all\n").connector[0].kafka == {
+        "acks": "all"}

@@ -238,3 +238,24 @@ def test_real_time_checks_the_guarantee_the_sink_lowered() -> None:
     job = _pipeline(guarantee="AT_LEAST_ONCE").job(
         Guarantee.EXACTLY_ONCE, "/tmp/ck", "real_time", real_time_python=True)
     assert job.guarantee == Guarantee.AT_LEAST_ONCE
+
+
+def test_a_kafka_source_bounds_each_micro_batch_by_default() -> None:
+    """Unbounded, a backlog is one batch: one transaction of the exactly-once writer,
+    which the broker aborts once it outlasts ``transaction.timeout.ms``."""
+    from gridstream.pipeline.base import RunContext
+    from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
+
+    context = RunContext("t", Guarantee.EXACTLY_ONCE, "/tmp/ck", trigger="5 seconds")
+    assert KafkaSources.kafka(PROPS, "in").options(context)["maxOffsetsPerTrigger"] == str(
+        MAX_OFFSETS_PER_TRIGGER) == "100000"
+    bounded = KafkaSources.kafka(PROPS, "in", max_offsets_per_trigger=500)
+    assert bounded.options(context)["maxOffsetsPerTrigger"] == "500"
+    everything = KafkaSources.kafka(PROPS, "in", max_offsets_per_trigger=None)
+    assert "maxOffsetsPerTrigger" not in everything.options(context)
+    # Spark refuses the option in real-time mode, which reads without batches
+    real_time = RunContext("t", Guarantee.AT_LEAST_ONCE, "/tmp/ck", trigger="real_time")
+    assert "maxOffsetsPerTrigger" not in KafkaSources.kafka(PROPS, "in").options(real_time)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError, match="max_offsets_per_trigger"):
+            KafkaSources.kafka(PROPS, "in", max_offsets_per_trigger=bad)  # type: ignore[arg-type]

@@ -110,3 +110,14 @@ def test_a_step_option_that_does_not_apply_is_refused(tmp_path: Path, step: str,
                                          step))
     with pytest.raises(ConfigError, match=rf"pipeline.0.steps.1: {why}"):
         load_config(path)
+
+
+def test_a_kafka_source_of_a_run_file_bounds_each_micro_batch(tmp_path: Path) -> None:
+    from gridstream.pipeline.base import Guarantee, RunContext
+
+    context = RunContext("api", Guarantee.AT_LEAST_ONCE, "/tmp/ck-api")
+    (default,) = build_api_jobs(load_config(_write(tmp_path, GOOD)))
+    assert default.source.options(context)["maxOffsetsPerTrigger"] == "100000"
+    (own,) = build_api_jobs(load_config(_write(tmp_path, GOOD.replace(
+        'topics = ["in"]', 'topics = ["in"]\nmax_offsets_per_trigger = 250'))))
+    assert own.source.options(context)["maxOffsetsPerTrigger"] == "250"

@@ -3,6 +3,8 @@ options and decoding (no Spark, no grid)."""
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import datetime as dt
 import pickle
 from collections.abc import Sequence
@@ -94,6 +96,27 @@ def test_key_fn_and_value_fn_take_the_key_and_value_from_any_item() -> None:
 def test_items_a_grid_cannot_hold_are_codec_errors(item: Any, message: str) -> None:
     with pytest.raises(CodecError, match=message):
         GridSinks.map(HZ, "m").encode(item)
+
+
+@dataclasses.dataclass
+class _Reading:
+    at: float
+
+
+@pytest.mark.parametrize("value", [
+    collections.OrderedDict(x=float("nan")),
+    collections.defaultdict(list, x=float("inf")),
+    {"d": collections.OrderedDict(deep=[1.0, float("-inf")])},
+    _Reading(float("nan")),
+    {"r": [_Reading(float("inf"))]},
+    {"s": {1.0, float("nan")}},
+])
+def test_not_finite_floats_in_dict_subclasses_dataclasses_and_sets_are_codec_errors(
+        value: Any) -> None:
+    """The grid sink wrote them as null: its check looked into exact dicts and lists only
+    (and not into what ``wire_default`` makes of a set)."""
+    with pytest.raises(CodecError, match="has no JSON form"):
+        GridSinks.map(HZ, "m").encode(("k", value))
 
 
 def test_a_space_value_whose_id_names_another_key_is_refused() -> None:
