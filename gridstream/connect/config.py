@@ -10,6 +10,7 @@ option, its default and what it guarantees: ``docs/connectors.md``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -23,8 +24,9 @@ from pydantic import (
     model_validator,
 )
 
-from gridstream.kafka.config import is_secret
+from gridstream.kafka.config import is_secret, lossy_producer_setting
 from gridstream.spark.config import parse_trigger
+from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 
 __all__ = [
     "ConnectorConfig",
@@ -369,6 +371,9 @@ class SourceConnectorConfig(_Common):
         default=2000, ge=10, validation_alias=_alias("poll_interval_ms", "pollInterval"))
     batch_size: int = Field(
         default=10_000, ge=1, validation_alias=_alias("batch_size", "batchSize"))
+    max_changes_per_batch: int = Field(
+        default=100_000, ge=1, validation_alias=_alias("max_changes_per_batch",
+                                                       "maxChangesPerBatch"))
     topic_prefix: str = Field(default="", validation_alias=_alias("topic_prefix", "topicPrefix"))
     topic_partitions: int = Field(default=1, ge=1, validation_alias=_alias(
         "topic_partitions", "topic.creation.default.partitions"))
@@ -414,6 +419,26 @@ class SourceConnectorConfig(_Common):
                              f"exceed twice pollInterval ({self.poll_interval_ms} ms)")
         return self
 
+    @model_validator(mode="after")
+    def _producer(self) -> SourceConnectorConfig:
+        problem = self.producer_problem(self.kafka)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    def producer_problem(self, properties: Mapping[str, Any],
+                         origin: str = "its Kafka properties") -> str | None:
+        """Why the connector cannot produce with the Kafka ``properties`` (from
+        ``origin``), or None: both guarantees need ``acks=all`` and the idempotent
+        producer (``gridstream.kafka.config.lossy_producer_setting``, the pipeline's Kafka
+        sink's rule too)."""
+        lossy = lossy_producer_setting(properties)
+        if lossy is None:
+            return None
+        return (f"source connector {self.name!r}: option {lossy.option!r} of {origin} "
+                f"({lossy.setting}) cannot give {self.delivery_guarantee.value} "
+                f"({lossy.why}); {lossy.fix}")
+
     @property
     def trigger(self) -> str:
         return f"{self.poll_interval_ms} ms"
@@ -442,8 +467,8 @@ class SinkConnectorConfig(_Common):
     starting_offsets: Literal["earliest", "latest"] = Field(
         default="earliest", validation_alias=_alias("starting_offsets", "startingOffsets"))
     max_offsets_per_trigger: int | None = Field(
-        default=100_000, ge=1, validation_alias=_alias("max_offsets_per_trigger",
-                                                       "maxOffsetsPerTrigger"))
+        default=MAX_OFFSETS_PER_TRIGGER, ge=1, validation_alias=_alias(
+            "max_offsets_per_trigger", "maxOffsetsPerTrigger"))
 
     @field_validator("topics", "key_fields", mode="before")
     @classmethod

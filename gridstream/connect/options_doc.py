@@ -86,15 +86,21 @@ MEANINGS: dict[str, str] = {
                                    "created or dropped while running are picked up "
                                    "within it. Milliseconds or text (`\"5 seconds\"`).",
     "poll_interval_ms": "The micro-batch interval (the trigger). Milliseconds or text.",
-    "batch_size": "Rows of a snapshot taken per micro-batch.",
+    "batch_size": "Rows of a snapshot taken per micro-batch (per snapshotting cache).",
+    "max_changes_per_batch": "The most changes a micro-batch streams (all caches "
+                             "together; a backlog drains as many batches). Under "
+                             "`exactly_once` the connector lowers it further to what it "
+                             "measured it can write in a quarter of "
+                             "`transaction.timeout.ms` (first batch: at 2,000 changes/s).",
     "topic_prefix": "A record's topic is `topicPrefix` + its cache (unless a `route` "
                     "transform changes it).",
     "topic_partitions": "Partitions of the topics the connector creates.",
-    "delivery_guarantee": "`exactly_once`: through the transactional Kafka writer "
-                          "(read_committed consumers see every change once); "
-                          "`at_least_once`: Spark's Kafka sink (a re-run batch is written "
-                          "again). Kafka Connect's `exactly.once.support` `required` / "
-                          "`requested` mean `exactly_once`.",
+    "delivery_guarantee": "`exactly_once`: each partition of a batch in one Kafka "
+                          "transaction with a commit marker (read_committed consumers see "
+                          "every change once); `at_least_once`: idempotent producers "
+                          "(`acks=all`), a re-run batch is written again. Kafka Connect's "
+                          "`exactly.once.support` `required` / `requested` mean "
+                          "`exactly_once`.",
     "transaction_timeout_ms": "The Kafka transaction timeout of the exactly-once writer; "
                               "must exceed twice `pollInterval`.",
     # sink

@@ -169,6 +169,9 @@ class GridAdapter(ABC):
 
     position_survives: ClassVar[str] = ""
     """What a stored position survives, in words (shown in docs and errors)."""
+    shared_stream: ClassVar[bool] = False
+    """Whether every cache's position is a position in one stream that all caches share
+    (the Space's log): a span of sequence numbers then counts every cache's changes."""
 
     @abstractmethod
     def open(self) -> None:
@@ -238,6 +241,28 @@ class GridAdapter(ABC):
         rest of one transaction above it). Raises ``PositionLostError`` when the position
         is no longer valid (another lineage, overflowed, retained no longer)."""
 
+    def span(self, cache: str, since: Position | None = None) -> tuple[Position, Position]:
+        """``(start_position, end_position)`` of ``cache`` at once; ``since`` (a position
+        of the cache read before) lets an adapter reuse what did not change since (its
+        marks). This default asks for each."""
+        return self.start_position(cache), self.end_position(cache)
+
+    def cut(self, cache: str, begin: Position, end: Position) -> Position:
+        """A position to end a bounded read at, from ``end`` (between ``begin`` and the
+        cache's end position): one the grid can resume from (the Space: a transaction's
+        start — moved down, or up to the transaction's end when down would not pass
+        ``begin``), with its marks. This default: ``end`` as it is."""
+        return end
+
+    def read_shared(self, caches: Sequence[str], position: Position, max_changes: int
+                    ) -> ChangeBatch:
+        """Changes of every cache of ``caches`` from ``position``, in stream order, at
+        most ``max_changes`` in all (transactions kept whole, as ``read_changes``), for
+        grids whose caches share one stream (``shared_stream``): the stream is read once
+        for all of them. Grids whose caches have streams of their own do not offer it."""
+        raise ConfigError(f"{type(self).__name__}: caches have streams of their own; "
+                          "read each with read_changes")
+
     @abstractmethod
     def apply(self, cache: str, writes: Sequence[Write], *, overwrite: bool = True) -> None:
         """Apply puts and removes to ``cache``, creating it if missing. Applying the same
@@ -248,6 +273,12 @@ class GridAdapter(ABC):
         ``first_puts``), and removes are skipped. With versions, a put is applied only
         when it is not older than the version held (as with overwrite) and its key is
         absent."""
+
+    def release(self, consumer: str) -> None:
+        """Forget ``consumer``: the grid's retention no longer waits for it (a name that
+        is not registered is ignored). Grids whose retention does not wait for readers
+        ignore it."""
+        return None
 
     def acknowledge(self, consumer: str, position: Position) -> None:
         """Tell the grid that ``consumer`` has durably delivered every change before

@@ -113,6 +113,7 @@ class SpaceAdapter(GridAdapter):
         "not log retention: a position below the log's first retained sequence number "
         "is lost"
     )
+    shared_stream: ClassVar[bool] = True
 
     def __init__(self, config: SpaceGridConfig, space: Space | None = None) -> None:
         self.config = config
@@ -300,32 +301,61 @@ class SpaceAdapter(GridAdapter):
         return self._position(reader, self._guard(cache, reader.first_seq))
 
     def read_changes(self, cache: str, position: Position, max_changes: int) -> ChangeBatch:
+        return self.read_shared([cache], position, max_changes)
+
+    def read_shared(self, caches: Sequence[str], position: Position, max_changes: int
+                    ) -> ChangeBatch:
+        """The log read once for every cache of ``caches`` (``GridAdapter.read_shared``)."""
         if max_changes < 1:
             raise ConfigError("max_changes must be at least 1")
+        if not caches:
+            raise ConfigError("read_shared needs at least one cache")
+        label = ", ".join(caches)
         reader = self._log()
-        seq = self._checked_seq(reader, cache, position)
+        seq = self._checked_seq(reader, label, position)
         try:
-            return self._read(reader, cache, seq, max_changes)
+            return self._read(reader, caches, seq, max_changes)
         except UnknownBase as exc:
-            self._streams.pop(cache, None)
-            raise _lost(cache, "retention",
+            self._forget(caches)
+            raise _lost(label, "retention",
                         f"the entry with {exc} was last written whole before the "
                         f"log's first retained seq {reader.first_seq()}; its value after "
                         "a partial update cannot be rebuilt") from exc
         except OperationLogError as exc:
-            self._streams.pop(cache, None)
-            first = self._guard(cache, reader.first_seq)
+            self._forget(caches)
+            first = self._guard(label, reader.first_seq)
             if first > seq:
-                raise _lost(cache, "retention",
+                raise _lost(label, "retention",
                             f"log retention removed seq {seq} while it was read "
                             f"(the log now starts at {first})") from exc
-            raise GridError(f"{cache}: cannot read the log from seq {seq}: {exc}") from exc
+            raise GridError(f"{label}: cannot read the log from seq {seq}: {exc}") from exc
         except (GridError, ConfigError):
-            self._streams.pop(cache, None)
+            self._forget(caches)
             raise
         except GridstreamError as exc:  # a logged operation the fold refuses
+            self._forget(caches)
+            raise GridError(f"{label}: cannot fold the log from seq {seq}: {exc}") from exc
+
+    def _forget(self, caches: Sequence[str]) -> None:
+        for cache in caches:
             self._streams.pop(cache, None)
-            raise GridError(f"{cache}: cannot fold the log from seq {seq}: {exc}") from exc
+
+    def cut(self, cache: str, begin: Position, end: Position) -> Position:
+        """A transaction's first sequence number (a transaction reaches Kafka whole)."""
+        reader = self._log()
+        seq = self._checked_seq(reader, cache, end)
+        low = begin.next_seqs.get(STREAM, 0)
+        first, following = self._guard(cache, lambda: reader.bulk_start(seq))
+        return self._position(reader, first if first > low else following)
+
+    def release(self, consumer: str) -> None:
+        """Unregisters ``consumer`` from the Space's log: retention no longer waits for it."""
+        try:
+            self._log().unregister(consumer)
+        except OperationLogError as exc:
+            raise GridError(f"{consumer}: cannot unregister from the Space's log: {exc}"
+                            ) from exc
+        self._registered.discard(consumer)
 
     def acknowledge(self, consumer: str, position: Position) -> None:
         """Registers ``consumer`` as a consumer of the Space's log (once) and records its
@@ -368,34 +398,40 @@ class SpaceAdapter(GridAdapter):
                         "does not come from this log as it is")
         return seq
 
-    def _read(self, reader: EmbeddedLogReader, cache: str, seq: int,
+    def _read(self, reader: EmbeddedLogReader, caches: Sequence[str], seq: int,
               max_changes: int) -> ChangeBatch:
-        declared = self._declared(cache)
-        state = self._streams.get(cache)
-        if state is None or state.next_seq > seq:
-            self._streams.pop(cache, None)
-            state = rebuild(reader, cache, seq, declared)
-        elif state.next_seq < seq:
-            roll(reader, state, seq, declared)
-        self._streams[cache] = state
+        declared = {cache: self._declared(cache) for cache in caches}
+        states = {}
+        for cache in caches:
+            state = self._streams.get(cache)
+            if state is None or state.next_seq > seq:
+                self._streams.pop(cache, None)
+                state = rebuild(reader, cache, seq, declared[cache])
+            elif state.next_seq < seq:
+                roll(reader, state, seq, declared[cache])
+            self._streams[cache] = states[cache] = state
         changes: list[Change] = []
         scanned = 0
+        next_seq = seq
         while not changes and scanned < _SCAN_OPS:
-            bulks = reader.read(state.next_seq, max(max_changes, _READ_OPS))
+            bulks = reader.read(next_seq, max(max_changes, _READ_OPS))
             if not bulks:
                 break
             for bulk in bulks:
-                mine = [op for op in bulk.operations if op.type_name == cache]
+                mine = [op for op in bulk.operations if op.type_name in states]
                 if changes and len(changes) + len(mine) > max_changes:
                     break
                 for op in mine:
-                    entity = state.apply(op, declared, strict=True)
+                    cache = op.type_name
+                    entity = states[cache].apply(op, declared[cache], strict=True)
                     value = None if entity is None or entity.deleted else _value(entity.data)
                     changes.append(Change(cache, op.id, value, op.version, STREAM, op.version))
-                state.next_seq = bulk.next_seq
+                next_seq = bulk.next_seq
                 scanned += len(bulk.operations)
-            state.settle(state.next_seq)
-        return ChangeBatch(changes, self._position(reader, state.next_seq))
+            for state in states.values():
+                state.next_seq = next_seq
+                state.settle(next_seq)
+        return ChangeBatch(changes, self._position(reader, next_seq))
 
     def _position(self, reader: EmbeddedLogReader, seq: int) -> Position:
         return Position(_log_id(reader), {STREAM: seq})

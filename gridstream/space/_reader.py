@@ -119,6 +119,20 @@ class EmbeddedLogReader(LogReader):
         """Like ``read``, with each bulk's partition and partition offset."""
         return self._read(from_seq, max_operations, True)
 
+    def bulk_start(self, seq: int) -> tuple[int, int]:
+        """The bulk (transaction) holding ``seq``: its first sequence number and the next
+        bulk's (``seq`` itself twice when it starts a bulk or lies at or past the end)."""
+        with self._lock:
+            self._check_epoch()
+            if seq >= self._next:
+                self._refresh()
+            seqs = self._seqs
+            j = bisect.bisect_right(seqs, seq) - 1
+            if j < 0 or seq >= self._next or seqs[j] == seq:
+                return seq, seq
+            following = seqs[j + 1] if j + 1 < len(seqs) else self._next
+            return int(seqs[j]), int(following)
+
     def resume_seq(self, seq: int) -> int:
         with self._lock:
             self._check_epoch()

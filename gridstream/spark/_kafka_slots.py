@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import warnings
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -18,13 +17,15 @@ from gridstream.errors import ConfigError, SparkError
 from gridstream.kafka import KafkaProperties
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import error_of, kafka_error
+from gridstream.spark import _producers
+from gridstream.spark._producers import close_producer
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["COLUMNS", "H1", "H2", "Marker", "MarkerScan", "SlotPlan", "check_layout",
-           "close_producer", "decide", "marker_key", "marker_partition", "new_producer",
-           "run_task", "transactional_id"]
+__all__ = ["COLUMNS", "H1", "H2", "Marker", "MarkerScan", "SlotPlan", "SlotTxn",
+           "check_layout", "close_producer", "decide", "marker_key", "marker_partition",
+           "new_producer", "open_slot", "run_task", "transactional_id"]
 
 COLUMNS = ("key", "value", "topic", "partition", "headers")
 """The columns of Spark's Kafka sink that a row may have."""
@@ -72,10 +73,11 @@ def transactional_id(prefix: str, slot: int) -> str:
     return f"{prefix}-{slot}"
 
 
-def decide(marker: Marker | None, batch_id: int, slots: int, records: int,
+def decide(marker: Marker | None, batch_id: int, slots: int | None, records: int | None,
            content: str) -> bool:
     """Whether the slot must write (True) or was committed by an earlier run (False).
-    A marker ahead of the batch, or of this batch with other rows, is refused."""
+    A marker ahead of the batch, or of this batch with other rows, is refused
+    (``slots`` and ``records`` None: a slot known by its origin, ``content``, alone)."""
     if marker is None or marker.batch < batch_id:
         return True
     if marker.batch > batch_id:
@@ -83,6 +85,13 @@ def decide(marker: Marker | None, batch_id: int, slots: int, records: int,
             f"slot {marker.slot} of query {marker.query} committed batch {marker.batch}, "
             f"but Spark is running batch {batch_id}: the checkpoint was rolled back or "
             "copied; give the query a new checkpoint (a new query id) instead")
+    if slots is None or records is None:
+        if marker.content == content:
+            return False
+        raise SparkError(
+            f"batch {batch_id} re-runs slot {marker.slot} with another origin than it "
+            f"committed ({content} now, {marker.content} then): the batch's input is not "
+            "deterministic; refusing to write rows twice or to lose them")
     if (marker.slots, marker.records, marker.content) != (slots, records, content):
         raise SparkError(
             f"batch {batch_id} re-runs with other rows than it committed (slot "
@@ -131,6 +140,11 @@ class SlotPlan:
     """How long an open transaction on a marker partition is waited for."""
     committed: Mapping[int, Marker] = field(default_factory=dict)
     """The query's markers the driver read before the tasks started, by slot."""
+    check: bool = True
+    """Whether tasks read their slot's marker before writing. The driver leaves it off
+    only for the batch right after one this writer completed in the same run: no
+    earlier run can have written it (Spark plans a batch only after committing the one
+    before). A task that is a retry checks whatever this says."""
 
 
 _READERS: dict[tuple[str, str, int], _MarkerReader] = {}
@@ -160,20 +174,79 @@ def new_producer(properties: KafkaProperties, txn_id: str, timeout_s: float) -> 
             time.sleep(0.2)
 
 
-def close_producer(producer: Producer) -> None:
-    with warnings.catch_warnings():
-        # a fenced or failed producer warns that it cannot abort on close
-        warnings.simplefilter("ignore", RuntimeWarning)
-        producer.purge(in_queue=True, in_flight=True, blocking=False)
-        producer.close()
-
-
-def _abort_and_close(producer: Producer, abort_s: float) -> None:
+def _abort_and_discard(producer: Producer, abort_s: float) -> None:
     """Abort the producer's open transaction if it can (else the next run's init of the
-    same transactional id aborts it), and close it."""
+    same transactional id aborts it), and drop it from the pool."""
     with contextlib.suppress(KafkaException):
         producer.abort_transaction(abort_s)
-    close_producer(producer)
+    _producers.discard(producer)
+
+
+def _is_retry() -> bool:
+    """Whether this task is a retry. (A stage is re-submitted whole only when a shuffle
+    it reads is lost; the writer's stages read none: a lost executor fails its tasks,
+    which are retried with a higher attempt number.)"""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context is None or context.attemptNumber() > 0
+
+
+@dataclass
+class SlotTxn:
+    """A slot's open transaction (``open_slot``): produce into ``producer``, then
+    ``commit`` (the marker goes in last) or ``fail``."""
+
+    plan: SlotPlan
+    slot: int
+    content: str
+    producer: Producer
+
+    def commit(self, records: int, slots: int | None = None) -> None:
+        plan = self.plan
+        done = Marker(plan.query_id, self.slot, plan.batch_id,
+                      len(plan.slots) if slots is None else slots, records, self.content)
+        try:
+            # the marker partition joins the transaction only at its end (a reader of it
+            # waits for the transaction's end); a fenced producer fails at the latest in
+            # commit_transaction, before anything of it is committed
+            _wait_and_produce(self.producer, plan.marker_topic, done.encode(),
+                              marker_key(plan.query_id, self.slot),
+                              partition=marker_partition(plan.query_id, self.slot,
+                                                         plan.marker_partitions))
+            self.producer.commit_transaction(plan.timeout_s)
+        except KafkaException as exc:
+            self.fail()
+            raise kafka_error(f"slot {self.slot} of batch {plan.batch_id} failed", exc,
+                              plan.properties.client_config()) from exc
+        except BaseException:
+            self.fail()
+            raise
+
+    def fail(self) -> None:
+        _abort_and_discard(self.producer, self.plan.timeout_s)
+
+
+def open_slot(plan: SlotPlan, slot: int, content: str, *, slots: int | None = None,
+              records: int | None = None) -> SlotTxn | None:
+    """Slot ``slot``'s transaction begun with this worker's producer of its id, or None
+    when an earlier run committed the slot (its marker: read when the plan or a task
+    retry asks for it; ``slots`` and ``records`` as ``decide`` takes them)."""
+    txn_id = transactional_id(plan.prefix, slot)
+    producer = _producers.transactional(
+        plan.properties, txn_id, lambda: new_producer(plan.properties, txn_id, plan.timeout_s))
+    try:
+        if plan.check or _is_retry():
+            key = marker_key(plan.query_id, slot)
+            marker = _newest(plan.committed.get(slot), _reader(plan, slot).get(key, plan.wait_s))
+            if not decide(marker, plan.batch_id, slots, records, content):
+                return None
+        producer.begin_transaction()
+    except KafkaException as exc:
+        _abort_and_discard(producer, plan.timeout_s)
+        raise kafka_error(f"slot {slot} of batch {plan.batch_id} failed", exc,
+                          plan.properties.client_config()) from exc
+    return SlotTxn(plan, slot, content, producer)
 
 
 class _MarkerReader:
@@ -295,39 +368,24 @@ def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
         return
     slot, content = found
     expected = int(content.split(":", 1)[0])
-    txn_id = transactional_id(plan.prefix, slot)
-    key = marker_key(plan.query_id, slot)
-    producer = new_producer(plan.properties, txn_id, plan.timeout_s)
-    try:
-        marker = _newest(plan.committed.get(slot),
-                         _reader(plan, slot).get(key, plan.wait_s))
-        if not decide(marker, plan.batch_id, len(plan.slots), expected, content):
-            _check(plan, content, _sums(batches, None, plan))
-            records, skipped = expected, True
-        else:
-            # the marker partition joins the transaction only at its end (a reader
-            # of it waits for the transaction's end); a fenced producer fails at the
-            # latest in commit_transaction, before anything of it is committed
-            producer.begin_transaction()
-            _check(plan, content, _sums(batches, producer, plan))
-            done = Marker(plan.query_id, slot, plan.batch_id, len(plan.slots), expected,
-                          content)
-            producer.produce(plan.marker_topic, done.encode(), key, partition=marker_partition(
-                plan.query_id, slot, plan.marker_partitions))
-            producer.commit_transaction(plan.timeout_s)
-            records, skipped = expected, False
-    except KafkaException as exc:
-        _abort_and_close(producer, plan.timeout_s)
-        raise kafka_error(f"slot {slot} of batch {plan.batch_id} failed", exc,
-                          plan.properties.client_config()) from exc
-    except BaseException:
-        _abort_and_close(producer, plan.timeout_s)
-        raise
-    close_producer(producer)
-    yield pa.RecordBatch.from_pylist([{"slot": slot, "records": records, "skipped": skipped}],
-                                     schema=pa.schema([("slot", pa.int32()),
-                                                       ("records", pa.int64()),
-                                                       ("skipped", pa.bool_())]))
+    txn = open_slot(plan, slot, content, slots=len(plan.slots), records=expected)
+    if txn is None:  # an earlier run committed the slot: check its rows, write nothing
+        _check(plan, content, _sums(batches, None, plan))
+    else:
+        try:
+            _check(plan, content, _sums(batches, txn.producer, plan))
+        except KafkaException as exc:
+            txn.fail()
+            raise kafka_error(f"slot {slot} of batch {plan.batch_id} failed", exc,
+                              plan.properties.client_config()) from exc
+        except BaseException:
+            txn.fail()
+            raise
+        txn.commit(expected)
+    yield pa.RecordBatch.from_pylist(
+        [{"slot": slot, "records": expected, "skipped": txn is None}],
+        schema=pa.schema([("slot", pa.int32()), ("records", pa.int64()),
+                          ("skipped", pa.bool_())]))
 
 
 def _newest(first: Marker | None, second: Marker | None) -> Marker | None:

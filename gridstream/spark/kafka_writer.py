@@ -2,7 +2,9 @@
 
 Spark's own Kafka sink is at-least-once: a batch re-run after a crash is written again.
 ``KafkaExactlyOnceWriter`` is a ``foreachBatch`` function that writes each batch's rows
-from the executors (``mapInArrow``, one producer per task) in Kafka transactions.
+from the executors (``mapInArrow``; each task through its Python worker's producer of
+the slot's transactional id, kept across batches: ``_producers``) in Kafka
+transactions.
 
 Spark does not keep a re-run batch's rows in the same partitions (its Kafka source may
 order a batch's topic-partitions differently after a restart), so a task is known by
@@ -15,8 +17,10 @@ same slots for the same rows in any run. Then slot ``s``:
 - uses the transactional id ``<prefix>-<s>`` (prefix from the writer's name and the
   query's id, which lives in the checkpoint; never the attempt number), so any later
   producer of the slot fences an earlier one and aborts what it left open;
-- after ``init_transactions`` (a new producer per task) reads its marker
-  ``read_committed``: a marker for this batch (same content) means an earlier run
+- reads its marker ``read_committed`` (after the id's ``init_transactions``, once per
+  worker and id) whenever an earlier run may have written the batch — the query's
+  first batch in this writer, a batch not right after one it completed in the same
+  run, a task retry: a marker for this batch (same content) means an earlier run
   committed it: skipped, never written twice;
 - on its first batch the driver initialises every slot's id, aborting transactions left
   open by an earlier run before any task starts;
@@ -48,6 +52,7 @@ from gridstream.errors import ConfigError, GridstreamError, KafkaClientError, Sp
 from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import kafka_error
+from gridstream.spark import _producers
 from gridstream.spark._kafka_slots import (
     COLUMNS,
     H1,
@@ -56,13 +61,13 @@ from gridstream.spark._kafka_slots import (
     MarkerScan,
     SlotPlan,
     check_layout,
-    close_producer,
     decide,
     marker_partition,
     new_producer,
     run_task,
     transactional_id,
 )
+from gridstream.spark._producers import close_producer
 from gridstream.spark.config import parse_trigger
 
 if TYPE_CHECKING:
@@ -163,6 +168,10 @@ class KafkaExactlyOnceWriter:
         self._partitions = 0
         self._scan: MarkerScan | None = None
         self._admin: AdminClient | None = None
+        self._clean: tuple[str, str, int] | None = None
+        """(query id, run id, batch id) of the last batch this writer completed, while no
+        later call has failed: the next batch of that run needs no marker check."""
+        self._running: tuple[str, str, int] | None = None
         self.results: deque[BatchResult] = deque(maxlen=1000)
         """The last batches' results (oldest first)."""
 
@@ -192,12 +201,11 @@ class KafkaExactlyOnceWriter:
                started: float) -> BatchResult:
         slots = assign_slots(_content(rows))
         counted = time.monotonic()
-        if self._prepared_for != query_id:
-            self._prepare(df, query_id, len(slots))
-        committed = self._committed(batch_id, slots)
+        check = self.begin(df, query_id, batch_id, len(slots))
+        committed = self._committed(batch_id, slots) if check else {}
         plan = SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
                         query_id, self._prefix(query_id), batch_id, slots, self.timeout_s,
-                        self._wait_s(), committed)
+                        self.wait_s(), committed, check)
         try:
             done = rows.mapInArrow(lambda batches: run_task(plan, iter(batches)),
                                    _RESULT_SCHEMA).collect()
@@ -206,6 +214,7 @@ class KafkaExactlyOnceWriter:
         except Exception as exc:
             raise SparkError(f"exactly-once write of batch {batch_id} failed: "
                              f"{_task_error(exc)}") from exc
+        self.completed(query_id, batch_id)
         result = BatchResult(batch_id, sum(r.records for r in done if not r.skipped),
                              sum(r.records for r in done if r.skipped), len(slots),
                              time.monotonic() - started, counted - started)
@@ -214,23 +223,62 @@ class KafkaExactlyOnceWriter:
                  self.name, batch_id, result.written, result.skipped)
         return result
 
-    def _wait_s(self) -> float:
+    def begin(self, df: DataFrame, query_id: str, batch_id: int, slots: int) -> bool:
+        """Before a batch's tasks: prepare the query's first batch (``_prepare``) and say
+        whether the tasks must read their markers (see ``SlotPlan.check``): unless this
+        writer completed the batch before it in the same run of the query (Spark's run
+        id: a restarted query, even in this process, is a new run), whose next batch
+        no earlier run can have written."""
+        if self._prepared_for != query_id:
+            self._prepare(df, query_id, slots)
+        run = _run_id(df)
+        check = run is None or self._clean != (query_id, run, batch_id - 1)
+        self._clean = None  # until this batch completes: a re-run of it checks
+        self._running = (query_id, run, batch_id) if run is not None else None
+        return check
+
+    def completed(self, query_id: str, batch_id: int) -> None:
+        """Every slot of the batch committed (or was found committed)."""
+        running = self._running
+        if running is not None and running[0] == query_id and running[2] == batch_id:
+            self._clean = running
+
+    def plan(self, df: DataFrame, batch_id: int) -> SlotPlan:
+        """For inputs whose tasks know their slot by its origin (a partition of a source
+        that plans the same partitions for a batch whatever run reads it): no ranking
+        pass, no driver-side marker scan; each task opens its slot with ``open_slot``
+        and the caller reports ``completed`` once every task succeeded."""
+        query_id = self._query_id(df)
+        check = self.begin(df, query_id, batch_id, 1)
+        committed = self._committed(batch_id, None) if check else {}
+        return SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
+                        query_id, self._prefix(query_id), batch_id, {}, self.timeout_s,
+                        self.wait_s(), committed, check)
+
+    def wait_s(self) -> float:
         """How long a marker partition's open transaction is waited for: until the broker
         has surely aborted it (the transaction timeout, and a margin)."""
         return self.transaction_timeout_ms / 1000 + max(self.timeout_s, 10.0)
 
-    def _committed(self, batch_id: int, slots: dict[int, tuple[int, str]]) -> dict[int, Marker]:
+    def _committed(self, batch_id: int, slots: dict[int, tuple[int, str]] | None
+                   ) -> dict[int, Marker]:
         """Before any task runs: every marker of the query, from every partition of the
-        marker topic; refuses a batch committed (in part) under another slot layout, or
-        a query ahead of the batch."""
+        marker topic (its partition count read again: tasks read theirs under it);
+        refuses a query ahead of the batch, and (``slots``: ranked by content) a batch
+        committed (in part) under another slot layout."""
         assert self._admin is not None and self._scan is not None
         try:
             meta = self._admin.list_topics(self.marker_topic, timeout=self.timeout_s)
         except KafkaException as exc:
             raise kafka_error("cannot read the marker topic's metadata", exc) from exc
         self._partitions = len(meta.topics[self.marker_topic].partitions)
-        markers = self._scan.markers(self._partitions, self._wait_s())
-        check_layout(markers, batch_id, slots)
+        markers = self._scan.markers(self._partitions, self.wait_s())
+        if slots is not None:
+            check_layout(markers, batch_id, slots)
+        else:
+            for marker in sorted(markers.values(), key=lambda m: m.slot):
+                if marker.batch > batch_id:
+                    decide(marker, batch_id, None, None, marker.content)  # refuses
         return {slot: m for slot, m in markers.items() if m.batch == batch_id}
 
     def close(self) -> None:
@@ -297,10 +345,22 @@ class KafkaExactlyOnceWriter:
         self._admin = admin
         self._scan = MarkerScan(config, self.marker_topic, query_id)
         prefix = self._prefix(query_id)
+        bootstrap = str(self.properties.get_str("bootstrap.servers"))
         for slot in range(max(slots, 1)):
-            close_producer(new_producer(self.properties, transactional_id(prefix, slot),
-                                 self.timeout_s))
+            txn_id = transactional_id(prefix, slot)
+            close_producer(new_producer(self.properties, txn_id, self.timeout_s))
+            _producers.claim(bootstrap, txn_id)  # this machine's cached ones are fenced
         self._prepared_for = query_id
+        self._clean = None
+
+
+RUN_ID_PROPERTY = "spark.jobGroup.id"
+"""The local property Spark sets to the streaming query's run id (new at every start)."""
+
+
+def _run_id(df: DataFrame) -> str | None:
+    found = df.sparkSession.sparkContext.getLocalProperty(RUN_ID_PROPERTY)
+    return str(found) if found else None
 
 
 def _task_error(exc: Exception) -> str:

@@ -72,6 +72,9 @@ class KafkaService(JvmService):
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "10",
+            # a transaction past its timeout is aborted within 2 s (default: 10 s), so an
+            # over-long one fails promptly here, as it would on a busy production broker
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",

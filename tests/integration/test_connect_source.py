@@ -474,7 +474,7 @@ def test_idle_cache_position_and_log_acknowledgement_advance(spark: Any, tmp_pat
                     caches = offset.get("caches", {})
                     idle_seq = caches.get(idle, {}).get("pos", {}).get("next", {}).get("log", 0)
                     acks = orjson.loads((space.data_dir / "consumers.json").read_bytes())
-                    acked = acks["consumers"].get(consumer_name(cfg.name), 0)
+                    acked = acks["consumers"].get(consumer_name(cfg.name, cfg.checkpoint), 0)
                     if idle_seq >= end and acked >= end and reader.first_seq() > start:
                         break
                     assert time.monotonic() < deadline and query.isActive, (

@@ -17,7 +17,12 @@ adapter's ``source``, so a re-run batch writes only what its first run did not
   key is written by one task; each task applies its share with the adapter (``put_all``
   for puts, removes in parallel), one adapter per Python worker process.
 - The Space (embedded, only its owner writes): the driver, which owns the Space, applies
-  the batch, one Space transaction per cache.
+  the batch. The sink connector collects it (``apply_on_driver``: one Space transaction
+  per cache). The pipeline API's grid sink streams a batch of more than ``DRIVER_CHUNK``
+  rows (``apply_streamed``): each key's rows together, read one Spark partition at a
+  time, applied in chunks of at most ``DRIVER_CHUNK`` keys (one transaction per cache and
+  chunk), so the driver never holds the whole batch; a key is never split between
+  chunks, so a versioned re-run still skips exactly the keys its first run wrote.
 """
 
 from __future__ import annotations
@@ -35,10 +40,14 @@ if TYPE_CHECKING:
 
     from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
 
-__all__ = ["APPLY_COLUMNS", "apply_on_driver", "apply_tasks", "fold_writes"]
+__all__ = ["APPLY_COLUMNS", "DRIVER_CHUNK", "apply_in_chunks", "apply_on_driver",
+           "apply_streamed", "apply_tasks", "fold_sorted", "fold_writes", "worker_adapter"]
 
 APPLY_COLUMNS = ("topic", "partition", "offset", "cache", "key", "value")
 ORDER = ("topic", "partition", "offset")
+DRIVER_CHUNK = 10_000
+"""``apply_streamed``: the most folded writes the driver holds and hands the grid at once
+(the rows of about one chunk are read from Spark at a time)."""
 
 Row = tuple[str, str, str | bytes | None]
 """(cache, key as JSON text, value as JSON text or bytes, None for a tombstone)."""
@@ -89,6 +98,63 @@ def apply_on_driver(adapter: GridAdapter, ok: DataFrame, *, updates: bool,
                      updates=updates)
 
 
+def apply_streamed(adapter: GridAdapter, ok: DataFrame, *, count: int, updates: bool,
+                   version: int | None = None, order: Sequence[str] = ORDER,
+                   chunk: int | None = None) -> int:
+    """Apply the batch's ``count`` valid rows from the driver, holding at most about
+    ``chunk`` of them (default ``DRIVER_CHUNK``) at once: a batch that small is collected
+    (``apply_on_driver``); a larger one is spread by (cache, key) over Spark partitions
+    of about ``chunk`` rows, sorted within each by key and then ``order``, read one
+    partition at a time and applied in chunks (``apply_in_chunks``). How many writes
+    (folded)."""
+    size = chunk if chunk is not None else DRIVER_CHUNK
+    if size < 1:
+        raise ValueError(f"a chunk holds at least one write: {size!r}")
+    if count <= 0:
+        return 0
+    if count <= size:  # one chunk: no shuffle
+        return apply_on_driver(adapter, ok, updates=updates, version=version, order=order)
+    spread = (ok.select(*_columns(order)).repartition(-(-count // size), "cache", "key")
+              .sortWithinPartitions("cache", "key", *order))
+    stream = ((r["cache"], r["key"], r["value"]) for r in spread.toLocalIterator())
+    return apply_in_chunks(adapter, stream, updates=updates, version=version, chunk=size)
+
+
+def fold_sorted(rows: Iterable[Row], *, updates: bool) -> Iterator[Row]:
+    """Rows that hold each (cache, key)'s rows together, in Kafka order → each key's one
+    row (``fold_writes``' rule: the last, or without ``updates`` the first put; a key
+    with no put gives none), in a single pass that holds one key at a time."""
+    current: tuple[str, str] | None = None
+    held: Row | None = None
+    for cache, key, value in rows:
+        if (cache, key) != current:
+            if held is not None:
+                yield held
+            current, held = (cache, key), None
+        if updates or (held is None and value is not None):
+            held = (cache, key, value)
+    if held is not None:
+        yield held
+
+
+def apply_in_chunks(adapter: GridAdapter, rows: Iterable[Row], *, updates: bool,
+                    version: int | None = None, chunk: int = DRIVER_CHUNK) -> int:
+    """Apply rows that hold each key's rows together (``fold_sorted``) in chunks of at
+    most ``chunk`` keys, in order, one ``apply`` per cache and chunk; how many writes."""
+    done = 0
+    pending: list[Row] = []
+    for row in fold_sorted(rows, updates=updates):
+        pending.append(row)
+        if len(pending) >= chunk:
+            done += apply_all(adapter, fold_writes(pending, updates=updates, version=version),
+                              updates=updates)
+            pending = []
+    if pending:
+        done += apply_all(adapter, fold_writes(pending, updates=updates, version=version),
+                          updates=updates)
+    return done
+
+
 def _columns(order: Sequence[str]) -> list[str]:
     return [*APPLY_COLUMNS, *(c for c in order if c not in APPLY_COLUMNS)]
 
@@ -99,7 +165,8 @@ _ADAPTERS: dict[HazelcastGridConfig, HazelcastAdapter] = {}
 """Per Python worker (reused across tasks): one open adapter per cluster."""
 
 
-def _adapter(config: HazelcastGridConfig) -> HazelcastAdapter:
+def worker_adapter(config: HazelcastGridConfig) -> HazelcastAdapter:
+    """This Python worker's open adapter of the cluster (one per worker and cluster)."""
     found = _ADAPTERS.get(config)
     if found is None:
         from gridstream.grid.hazelcast import HazelcastAdapter
@@ -133,7 +200,7 @@ def _task(config: HazelcastGridConfig, updates: bool, version: int | None = None
                             batch.column("value").to_pylist(), strict=True))
         done = 0
         if rows:
-            done = apply_all(_adapter(config), fold_writes(rows, updates=updates,
+            done = apply_all(worker_adapter(config), fold_writes(rows, updates=updates,
                                                            version=version),
                              updates=updates)
         yield pa.RecordBatch.from_pydict({"writes": pa.array([done], pa.int64())})

@@ -3,16 +3,21 @@
 Spark's Kafka source (``subscribe`` for ``topics``, ``subscribePattern`` for
 ``topics.regex``; ``read_committed``; offsets in the checkpoint) feeds ``foreachBatch``:
 
-1. decode on the executors (``mapInArrow``, ``decode``) and apply the valid records
-   (``apply``: on Hazelcast by ``tasks.max`` Spark tasks, on the Space by the driver,
-   which owns the Space) in one Spark job that also counts the records by status;
-2. bad records by ``errorHandlingPolicy``: ``STOP_TASK`` — a bad record fails its decode
-   task, so the job fails before anything of the batch is applied (the apply waits for
-   the whole batch to be decoded), and the driver raises ``RecordError`` naming the
-   batch's first bad record (``topic[partition]@offset``); ``LOG_ONLY`` logs them (the
-   first ones in full) and counts them; ``DEAD_LETTER`` writes them to the dead-letter
-   topic with their key, value and headers and ``gs.error.*`` headers (both decode the
-   batch again, only when it had bad records);
+1. decode and apply: on Hazelcast, when ``tasks.max`` does not exceed the batch's input
+   partitions, in one pass (``fused``: each of at most ``tasks.max`` tasks decodes its
+   Kafka records and applies the valid ones, no shuffle); otherwise — more tasks than
+   input partitions, or the Space, which the driver owns and applies to — the records
+   are decoded on the executors (``mapInArrow``, ``decode``) and applied (``apply``: by
+   ``tasks.max`` tasks after a shuffle by (cache, key), or by the driver) in one Spark
+   job that also counts the records by status;
+2. bad records by ``errorHandlingPolicy``: ``STOP_TASK`` — a bad record fails its task
+   before anything of that task's records is applied, and the driver raises
+   ``RecordError`` naming the batch's first bad record (``topic[partition]@offset``);
+   with the shuffle nothing of the batch is applied, in one pass other tasks' records
+   may be (applying them again changes nothing; the offsets are not committed);
+   ``LOG_ONLY`` logs them (the first ones in full) and counts them; ``DEAD_LETTER``
+   writes them to the dead-letter topic with their key, value and headers and
+   ``gs.error.*`` headers (both decode the batch again, only when it had bad records);
 3. a ``ConnectorReport`` (the runner adds the lag from the query's progress).
 
 Spark commits a batch's offsets only after the function returns: a crash anywhere in it
@@ -27,7 +32,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gridstream.connect.base import Connector, ConnectorReport
-from gridstream.connect.config import ErrorHandling, HazelcastGridSettings, SinkConnectorConfig
+from gridstream.connect.config import (
+    ErrorHandling,
+    HazelcastGridSettings,
+    KeyPolicy,
+    SinkConnectorConfig,
+)
 from gridstream.connect.converters import build_converter
 from gridstream.connect.filters import allowed_modules, load_filter
 from gridstream.connect.grids import grid_adapter
@@ -41,6 +51,7 @@ from gridstream.connect.sink.decode import (
     decode_batches,
     output_schema,
 )
+from gridstream.connect.sink.fused import COUNTS_SCHEMA, decode_and_apply
 from gridstream.connect.transforms import build_chain
 from gridstream.errors import ConfigError, ConnectorError, RecordError
 from gridstream.grid.contract import GridAdapter
@@ -176,6 +187,10 @@ class SinkConnector(Connector):
 
         started = time.monotonic()
         stop = self.config.error_handling_policy is ErrorHandling.STOP_TASK
+        if self._one_pass_possible():
+            parts = records.rdd.getNumPartitions()
+            if self.config.tasks_max <= parts:
+                return self._one_pass(records, batch_id, parts, stop, started)
         seen = Observation()
         status = F.col("status")
         decoded = records.mapInArrow(decode_batches(self.spec, stop_on_bad=stop),
@@ -191,6 +206,43 @@ class SinkConnector(Connector):
                 self._raise_first_bad(records, batch_id, exc)
             raise
         counts = {k: int(v) for k, v in seen.get.items()}
+        return self._report(records, batch_id, counts, keys, started)
+
+    def _one_pass_possible(self) -> bool:
+        """Hazelcast, and every key's records in one Kafka partition: the key is the
+        record's Kafka key (``keyPolicy`` key) and no transform re-keys or re-routes a
+        record, nor do two topics feed one cache (no transforms: cache = prefix +
+        topic). Otherwise writes of one key could race between tasks."""
+        c = self.config
+        return (isinstance(c.grid, HazelcastGridSettings) and c.key_policy is KeyPolicy.KEY
+                and not c.transforms)
+
+    def _one_pass(self, records: DataFrame, batch_id: int, parts: int, stop: bool,
+                  started: float) -> ConnectorReport:
+        """Hazelcast with ``tasks.max`` ≤ the input partitions: decode and apply in the
+        same tasks (``fused``), at most ``tasks.max`` of them, no shuffle."""
+        from gridstream.grid.hazelcast import HazelcastAdapter
+
+        c = self.config
+        adapter = grid_adapter(c.grid)
+        assert isinstance(adapter, HazelcastAdapter)  # noqa: S101 - grid_adapter's rule
+        source = records.coalesce(c.tasks_max) if parts > c.tasks_max else records
+        try:
+            rows = source.mapInArrow(decode_and_apply(
+                self.spec, adapter.config, updates=c.shall_process_updates,
+                stop_on_bad=stop), COUNTS_SCHEMA).collect()
+        except Exception as exc:
+            if stop:
+                self._raise_first_bad(records, batch_id, exc, "nothing of the bad record's "
+                                      "Kafka partition applied (other partitions' records "
+                                      "may be, and are again at the restart)")
+            raise
+        counts = {k: sum(int(r[k]) for r in rows)
+                  for k in ("records", OK, FILTERED, BAD, "writes")}
+        return self._report(records, batch_id, counts, counts["writes"], started)
+
+    def _report(self, records: DataFrame, batch_id: int, counts: dict[str, int], keys: int,
+                started: float) -> ConnectorReport:
         bad = counts[BAD]
         note = self._bad(records, bad) if bad else ""
         policy = self.config.error_handling_policy
@@ -209,8 +261,8 @@ class SinkConnector(Connector):
         return records.mapInArrow(decode_batches(self.spec), output_schema(
             self.spec.with_headers)).where(F.col("status") == BAD)
 
-    def _raise_first_bad(self, records: DataFrame, batch_id: int,
-                         failure: Exception) -> None:
+    def _raise_first_bad(self, records: DataFrame, batch_id: int, failure: Exception,
+                         applied: str = "nothing of the batch applied") -> None:
         """After a failed batch under STOP_TASK: ``RecordError`` for its first bad record
         if it has one (the failure was the decode's), else return."""
         bad = self._bad_rows(records)
@@ -220,7 +272,7 @@ class SinkConnector(Connector):
             return
         count = int(bad.count())
         raise RecordError(f"{first['reason']} ({count} bad record(s) in batch {batch_id}; "
-                          "errorHandlingPolicy STOP_TASK: nothing of the batch applied, its "
+                          f"errorHandlingPolicy STOP_TASK: {applied}, its "
                           "offsets not committed)", where=_where(first),
                           stage=first["stage"]) from failure
 

@@ -37,8 +37,8 @@ from gridstream.grid.contract import Key, Value
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["BAD", "FILTERED", "OK", "DecodeSpec", "Decoded", "Decoder", "decode_batches",
-           "output_schema"]
+__all__ = ["BAD", "FILTERED", "OK", "DecodeSpec", "Decoded", "Decoder", "decode_batch_rows",
+           "decode_batches", "output_schema"]
 
 OK: Final = "ok"
 FILTERED: Final = "filtered"
@@ -233,6 +233,38 @@ def decode_batches(spec: DecodeSpec, *, stop_on_bad: bool = False) -> Callable[
             yield decoded
 
     return run
+
+
+def decode_batch_rows(spec: DecodeSpec, batch: pa.RecordBatch, *, stop_on_bad: bool = False
+                      ) -> Iterator[tuple[str, tuple[str, str, str | None] | None]]:
+    """Kafka source rows → each record's status and, for a valid one, its ``(cache,
+    key, value)`` (the one-pass write's decode: no decoded Arrow rows are built).
+    ``stop_on_bad``: a bad record raises ``RecordError`` naming it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    decoder = _decoder(spec)
+    topics = batch.column("topic").to_pylist()
+    partitions = batch.column("partition").to_pylist()
+    offsets = batch.column("offset").to_pylist()
+    keys = batch.column("key").to_pylist()
+    values = batch.column("value").to_pylist()
+    stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_pylist()
+    heads: list[Any] = (batch.column("headers").to_pylist() if spec.with_headers
+                        else [None] * batch.num_rows)
+    for i in range(batch.num_rows):
+        head, stamp = heads[i], stamps[i]
+        d = decoder.decode(topics[i], partitions[i], offsets[i], keys[i], values[i],
+                           stamp // 1000 if stamp is not None else None,
+                           [(h["key"], h["value"]) for h in head] if head else ())
+        if d.status == OK:
+            assert d.cache is not None and d.key is not None
+            yield OK, (d.cache, d.key, d.value)
+        elif d.status == BAD and stop_on_bad:
+            raise RecordError(str(d.reason), stage=str(d.stage),
+                              where=f"{topics[i]}[{partitions[i]}]@{offsets[i]}")
+        else:
+            yield d.status, None
 
 
 def _raise_bad(decoded: pa.RecordBatch) -> None:

@@ -1,13 +1,16 @@
 """``SourceConnector``: grid caches → Kafka topics, a Spark streaming query.
 
-The query reads the ``gridstream-grid`` data source (``datasource``) and writes each
-micro-batch in ``foreachBatch``: the batch is persisted, counted by status, a record the
-policy stops on (``STOP_TASK``) fails the batch naming its cache and key (the batch's
-offsets are not committed: a restart reads it again), the topics are created if missing,
-the records and dead letters are written through ``KafkaExactlyOnceWriter``
-(``deliveryGuarantee = exactly_once``) or Spark's Kafka sink (``at_least_once``), and a
-``ConnectorReport`` is queued with the batch's events (snapshots, changes skipped under
-``NONE``, lost positions, caches discovered or dropped).
+The query reads the ``gridstream-grid`` data source in *write mode* (``datasource``,
+``produce``): each partition — a cache's part of the batch, or the batch's events —
+passes its records through filter, transforms and converter and produces them to Kafka
+as it reads them (exactly-once: in one transaction of its slot with a commit marker,
+through ``KafkaExactlyOnceWriter``'s slots; at-least-once: an idempotent producer,
+flushed), creating missing topics. ``foreachBatch`` runs that one job and collects one
+report row per partition: counts by status, the first record the policy stops on
+(``STOP_TASK``: the batch fails naming its cache and key, its partition's transaction is
+aborted and the batch's offsets are not committed, so a restart reads it again), samples
+of skipped records, and the batch's events (snapshots, changes skipped under ``NONE``,
+lost positions, caches discovered or dropped), queued as a ``ConnectorReport``.
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ import orjson
 from gridstream.connect.base import Connector, ConnectorReport
 from gridstream.connect.config import DeliveryGuarantee, SourceConnectorConfig
 from gridstream.connect.filters import allowed_modules, load_filter
+from gridstream.connect.source import produce
 from gridstream.connect.source.datasource import FORMAT, GridSourceDataSource, source_options
 from gridstream.connect.source.snapshots import local_dir
 from gridstream.connect.transforms import build_chain
 from gridstream.errors import ConfigError, RecordError
-from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics, redact
+from gridstream.kafka import KafkaProperties, redact
 from gridstream.spark.config import parse_trigger
-from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
+from gridstream.spark.kafka_writer import PRODUCER_DEFAULTS, KafkaExactlyOnceWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -42,9 +46,13 @@ __all__ = ["SourceConnector", "SourceEvent", "marker_topic"]
 
 log = logging.getLogger(__name__)
 
-_FORBIDDEN = frozenset({"transactional.id", "enable.idempotence", "bootstrap.servers",
-                        "transaction.timeout.ms"})
-_WRITTEN = ("ok", "dead")
+_FORBIDDEN = frozenset({"transactional.id", "bootstrap.servers", "transaction.timeout.ms"})
+_SET_HERE = ("acks", "enable.idempotence")
+"""Set by the connector itself (``acks=all``, idempotent): a user's ``acks=all`` / ``-1``
+or ``enable.idempotence=true`` is dropped, any other value refused at load
+(``SourceConnectorConfig.producer_problem``)."""
+_WAIT_S = 30.0
+"""The producers' timeout (init, flush, commit)."""
 
 
 @dataclass(frozen=True)
@@ -73,11 +81,16 @@ class SourceConnector(Connector):
         super().__init__(config.name)
         self.config = config
         self.bootstrap_servers = config.bootstrap_servers or bootstrap_servers
-        self.kafka_properties = KafkaProperties({**(kafka_properties or {}), **config.kafka})
-        bad = sorted(_FORBIDDEN & set(self.kafka_properties))
+        merged = {**(kafka_properties or {}), **config.kafka}
+        bad = sorted(_FORBIDDEN & set(merged))
         if bad:
             raise ConfigError(f"source connector {config.name!r}: the connector sets "
                               f"{', '.join(bad)} itself; remove them from its Kafka properties")
+        problem = config.producer_problem(merged)
+        if problem is not None:
+            raise ConfigError(problem)
+        self.kafka_properties = KafkaProperties(
+            {k: v for k, v in merged.items() if k not in _SET_HERE})
         self.allowed = _allowed(allowed_modules)
         if config.cache_filter:  # fail at construction, not in a Spark task
             load_filter(config.cache_filter, self.allowed)
@@ -89,7 +102,6 @@ class SourceConnector(Connector):
         self.skipped_while_down: dict[str, int] = {}
         """Per cache: changes not emitted under ``NONE`` (made while stopped), summed."""
         self._writer: KafkaExactlyOnceWriter | None = None
-        self._topics: set[str] = set()
         self._query: StreamingQuery | None = None
 
     # ------------------------------------------------------------------ the runner's API
@@ -106,10 +118,38 @@ class SourceConnector(Connector):
                 f"{c.trigger}, errors {c.error_handling_policy.value}]")
 
     def stream(self, spark: SparkSession) -> DataFrame:
-        """The streaming DataFrame of the source's rows (see ``read``)."""
+        """The streaming DataFrame of the source in write mode: one report row per
+        partition of a batch, its records produced when the batch is read."""
         spark.dataSource.register(GridSourceDataSource)
         options = source_options(self.config, self.allowed)
+        writer = self._exactly_once()
+        if writer is not None:
+            properties = writer.properties
+            spec = produce.SinkSpec(True, writer.name, writer.marker_topic,
+                                    self.config.topic_partitions, _WAIT_S, writer.wait_s())
+        else:
+            properties = self.kafka_properties.layered(
+                PRODUCER_DEFAULTS, {"bootstrap.servers": self.bootstrap_servers})
+            spec = produce.SinkSpec(False, "", "", self.config.topic_partitions, _WAIT_S,
+                                    _WAIT_S)
+        options[produce.SINK_OPTION] = spec.to_json()
+        options[produce.PRODUCER_OPTION] = orjson.dumps({
+            k: v.get_secret_value() if hasattr(v, "get_secret_value") else v
+            for k, v in properties.client_config().items()}).decode()
         return spark.readStream.format(FORMAT).options(**options).load()
+
+    def _exactly_once(self) -> KafkaExactlyOnceWriter | None:
+        c = self.config
+        if c.delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+            return None
+        if self._writer is None:
+            self._writer = KafkaExactlyOnceWriter(
+                self.bootstrap_servers, name=f"source-{c.name}",
+                properties=dict(self.kafka_properties.client_config()),
+                transaction_timeout_ms=c.transaction_timeout_ms, trigger=c.trigger,
+                cache_batch=False, marker_topic=marker_topic(c.name), marker_partitions=1,
+                timeout_s=_WAIT_S)
+        return self._writer
 
     def start(self, spark: SparkSession) -> StreamingQuery:
         self.failure = None
@@ -128,63 +168,65 @@ class SourceConnector(Connector):
     # ------------------------------------------------------------------ batches
 
     def process_batch(self, rows: DataFrame, batch_id: int) -> ConnectorReport:
-        """Count, check, write and report one batch."""
-        import pyspark.sql.functions as F
-        from pyspark import StorageLevel
-
+        """Read (and so write) one batch in one Spark job, then check and report it."""
         started = time.monotonic()
-        cached = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        writer = self._exactly_once()
+        spark = rows.sparkSession.sparkContext
+        plan = writer.plan(rows, batch_id) if writer is not None else None
+        if plan is not None:
+            spark.setLocalProperty(produce.BATCH_PROPERTY, produce.batch_plan(plan))
         try:
-            counts: dict[str, int] = {}
-            topics: set[str] = set()
-            gaps: dict[str, int] = {}
-            for row in cached.groupBy("status", "topic", "cache").count().collect():
-                status, n = str(row["status"]), int(row["count"])
-                counts[status] = counts.get(status, 0) + n
-                if status in _WRITTEN and row["topic"]:
-                    topics.add(str(row["topic"]))
-                if status == "gap":
-                    gaps[str(row["cache"])] = gaps.get(str(row["cache"]), 0) + n
-            if counts.get("error"):
-                self._stop_on_error(cached, counts["error"])
-            if counts.get("skipped"):
-                self._log_skipped(cached, counts["skipped"])
-            events = self._events(cached, batch_id, gaps) if counts.get("event") else []
-            out = cached.where(F.col("status").isin(*_WRITTEN)).select(
-                "topic", "key", "value", "headers")
-            if counts.get("ok", 0) + counts.get("dead", 0):
-                self._ensure_topics(topics)
-                self._write(out, batch_id)
+            reports = [orjson.loads(r["reason"]) for r in rows.select("reason").collect()]
         finally:
-            cached.unpersist()
+            spark.setLocalProperty(produce.BATCH_PROPERTY, None)  # type: ignore[arg-type]
+        counts: dict[str, int] = {}
+        gaps: dict[str, int] = {}
+        for report in reports:
+            for status, n in report["counts"].items():
+                counts[status] = counts.get(status, 0) + n
+            for cache, n in report["gaps"].items():
+                gaps[cache] = gaps.get(cache, 0) + n
+        if counts.get("error"):
+            self._stop_on_error(reports, counts["error"])
+        if writer is not None and plan is not None:
+            writer.completed(plan.query_id, batch_id)
+        if counts.get("skipped"):
+            self._log_skipped(reports, counts["skipped"])
+        events = self._events(reports, batch_id, gaps)
         self._record(events, batch_id)  # only once the batch is written: a re-run counts once
         records = sum(counts.get(s, 0) for s in ("ok", "filtered", "skipped", "dead"))
-        return ConnectorReport(self.name, batch_id, records, counts.get("ok", 0),
-                               counts.get("filtered", 0),
-                               counts.get("skipped", 0), counts.get("dead", 0),
-                               time.monotonic() - started, "; ".join(e.text() for e in events))
+        earlier = [r for r in reports if r["committed_earlier"]]
+        again = {s: sum(r["counts"].get(s, 0) for r in earlier) for s in ("ok", "dead")}
+        notes = [e.text() for e in events]
+        if earlier:
+            notes.append(f"{again['ok'] + again['dead']} record(s) of {len(earlier)} "
+                         "partition(s) committed by an earlier run, not written again")
+        return ConnectorReport(self.name, batch_id, records,
+                               counts.get("ok", 0) - again["ok"], counts.get("filtered", 0),
+                               counts.get("skipped", 0), counts.get("dead", 0) - again["dead"],
+                               time.monotonic() - started, "; ".join(notes))
 
-    def _stop_on_error(self, cached: DataFrame, count: int) -> None:
-        first = cached.where("status = 'error'").select("where", "reason", "cache").first()
-        assert first is not None
-        where, reason = str(first["where"]), str(first["reason"])
-        stage, _, message = reason.partition(": ")
+    def _stop_on_error(self, reports: list[dict[str, Any]], count: int) -> None:
+        where, reason, _cache = next(r["error"] for r in sorted(
+            reports, key=lambda r: r["slot"]) if r["error"])
+        stage, _, message = str(reason).partition(": ")
         raise RecordError(f"{message} (source connector {self.name!r}, "
                           f"errorHandlingPolicy STOP_TASK: {count} bad record(s) in the batch; "
-                          "the position is not advanced)", where=where, stage=stage)
+                          "the position is not advanced)", where=str(where), stage=stage)
 
-    def _log_skipped(self, cached: DataFrame, count: int) -> None:
-        for row in cached.where("status = 'skipped'").select("where", "reason").limit(10
-                                                                                     ).collect():
-            log.warning("%s: skipped %s: %s", self.name, row["where"], row["reason"])
+    def _log_skipped(self, reports: list[dict[str, Any]], count: int) -> None:
+        samples = [s for r in sorted(reports, key=lambda r: r["slot"]) for s in r["samples"]]
+        for where, reason in samples[:10]:
+            log.warning("%s: skipped %s: %s", self.name, where, reason)
         log.warning("%s: %d bad record(s) skipped (errorHandlingPolicy LOG_ONLY)", self.name,
                     count)
 
-    def _events(self, cached: DataFrame, batch_id: int, gaps: dict[str, int]
+    @staticmethod
+    def _events(reports: list[dict[str, Any]], batch_id: int, gaps: dict[str, int]
                 ) -> list[SourceEvent]:
         events = []
-        for row in cached.where("status = 'event'").select("reason").collect():
-            raw = orjson.loads(row["reason"])
+        for text in (e for r in sorted(reports, key=lambda r: r["slot"]) for e in r["events"]):
+            raw = orjson.loads(text)
             count = gaps.get(raw["cache"], 0) if raw["kind"] == "skipped" else None
             events.append(SourceEvent(batch_id, raw["kind"], raw["cache"], raw["detail"],
                                       count))
@@ -198,41 +240,6 @@ class SourceConnector(Connector):
                     self.skipped_while_down.get(event.cache, 0) + event.count)
             self.events.append(event)
             log.info("%s batch %d: %s", self.name, batch_id, event.text())
-
-    def _ensure_topics(self, topics: set[str]) -> None:
-        missing = topics - self._topics
-        if not missing:
-            return
-        from confluent_kafka.admin import AdminClient
-
-        from gridstream.kafka.config import shared_config
-
-        config = self.kafka_properties.layered({}, {"bootstrap.servers": self.bootstrap_servers})
-        admin = AdminClient(shared_config(config.client_config()))
-        specs = [TopicSpec(t, self.config.topic_partitions if t != self.config.dead_letter_topic
-                           else -1) for t in sorted(missing)]
-        ensure_topics(admin, specs)
-        self._topics |= missing
-
-    def _write(self, out: DataFrame, batch_id: int) -> None:
-        c = self.config
-        if c.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-            if self._writer is None:
-                self._writer = KafkaExactlyOnceWriter(
-                    self.bootstrap_servers, name=f"source-{c.name}",
-                    properties=dict(self.kafka_properties.client_config()),
-                    transaction_timeout_ms=c.transaction_timeout_ms, trigger=c.trigger,
-                    cache_batch=False, marker_topic=marker_topic(c.name),
-                    marker_partitions=1)
-            self._writer.write(out, batch_id)
-            return
-        writer = out.write.format("kafka").option("kafka.bootstrap.servers",
-                                                   self.bootstrap_servers)
-        for key, value in {"kafka.acks": "all", **{
-                f"kafka.{k}": str(v) for k, v in self.kafka_properties.client_config().items()
-        }}.items():
-            writer = writer.option(key, value)
-        writer.save()
 
 
 def marker_topic(connector: str) -> str:

@@ -8,8 +8,11 @@ files no offset needs. ``read`` (on executors) reads one cache's part of the bat
 (``read.read_work``) into Arrow record batches; adapters and record makers are kept per
 worker process, so a reused worker does not reconnect or rebuild its state.
 
-Options: ``config`` (the ``SourceConnectorConfig`` as JSON, without Kafka properties:
-the reader needs no secret) and ``allowed`` (the allowed filter modules, comma-separated).
+Options: ``config`` (the ``SourceConnectorConfig`` as JSON, without Kafka properties)
+and ``allowed`` (the allowed filter modules, comma-separated). With ``sink`` and the
+producer's configuration (``produce.PRODUCER_OPTION``, a name Spark redacts), the source
+is in *write mode*: each partition produces its records to Kafka as it reads them and
+yields one ``report`` row (``produce``); without them it yields the records as rows.
 """
 
 from __future__ import annotations
@@ -25,13 +28,18 @@ from typing import Any
 import orjson
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
-from gridstream.connect.config import SourceConnectorConfig
+from gridstream.connect.config import DeliveryGuarantee, SourceConnectorConfig
 from gridstream.connect.converters import build_converter
 from gridstream.connect.filters import load_filter
 from gridstream.connect.grids import grid_adapter
-from gridstream.connect.source import snapshots
+from gridstream.connect.source import produce, snapshots
 from gridstream.connect.source.offsets import (
     Planner,
     SnapshotMade,
@@ -39,16 +47,25 @@ from gridstream.connect.source.offsets import (
     Work,
     batch_work,
     initial_offset,
+    planned_changes,
     position_dict,
     position_from,
 )
-from gridstream.connect.source.read import SCHEMA_DDL, RecordMaker, RowBuffer, read_work
+from gridstream.connect.source.read import (
+    SCHEMA_DDL,
+    RecordMaker,
+    RowBuffer,
+    read_work,
+    shared_works,
+)
 from gridstream.connect.transforms import build_chain
-from gridstream.errors import GridError, PositionLostError
+from gridstream.errors import GridError, PositionLostError, SparkError
 from gridstream.grid.contract import GridAdapter, Position
+from gridstream.kafka import KafkaProperties
+from gridstream.spark._kafka_slots import SlotPlan
 
 __all__ = ["FORMAT", "GridSourceDataSource", "GridStreamReader", "consumer_name",
-           "source_options"]
+           "legacy_consumer_name", "source_options"]
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +74,20 @@ _ATTEMPTS, _RETRY_S = 3, 2.0
 """How often planning is tried when the grid fails (not a lost position), and the pause."""
 
 
-def consumer_name(connector: str) -> str:
-    """The name the connector acknowledges its positions under (the Space's log)."""
+_MIN_BOUND, _FIRST_RATE = 1_000, 2_000.0
+"""The adaptive bound's floor (changes), and the rate (changes/s) assumed before a batch
+of at least the floor was measured."""
+
+
+def consumer_name(connector: str, checkpoint: str) -> str:
+    """The name the source acknowledges its positions under (the Space's log): one per
+    query (checkpoint), so two queries never share one and release what the slower one
+    still needs. The checkpoint's id is made once and kept under it."""
+    return f"gridstream-source-{connector}-{snapshots.checkpoint_id(checkpoint)}"
+
+
+def legacy_consumer_name(connector: str) -> str:
+    """The name earlier versions acknowledged under (one per connector name)."""
     return f"gridstream-source-{connector}"
 
 
@@ -82,22 +111,28 @@ class CachePartition(InputPartition):
         self.payload = payload
 
 
-def _work_json(work: Work, time_ms: int) -> str:
-    raw = asdict(work)
-    for name in ("start", "end", "until"):
-        value = getattr(work, name)
-        raw[name] = position_dict(value) if value is not None else None
-    return orjson.dumps({"work": raw, "t": time_ms}).decode()
+def _work_json(works: Sequence[Work], time_ms: int) -> str:
+    out = []
+    for work in works:
+        raw = asdict(work)
+        for name in ("start", "end", "until"):
+            value = getattr(work, name)
+            raw[name] = position_dict(value) if value is not None else None
+        out.append(raw)
+    return orjson.dumps({"works": out, "t": time_ms}).decode()
 
 
-def _work_from(payload: str) -> tuple[Work | None, int, list[dict[str, str]]]:
+def _work_from(payload: str) -> tuple[list[Work], int, list[dict[str, str]]]:
     raw = orjson.loads(payload)
     if "events" in raw:
-        return None, int(raw["t"]), list(raw["events"])
-    w = dict(raw["work"])
-    for name in ("start", "end", "until"):
-        w[name] = position_from(w[name]) if w[name] is not None else None
-    return Work(**w), int(raw["t"]), []
+        return [], int(raw["t"]), list(raw["events"])
+    works = []
+    for item in raw["works"]:
+        w = dict(item)
+        for name in ("start", "end", "until"):
+            w[name] = position_from(w[name]) if w[name] is not None else None
+        works.append(Work(**w))
+    return works, int(raw["t"]), []
 
 
 SECRET_OPTION = "registry.secret"  # noqa: S105 - an option name, not a password
@@ -142,8 +177,18 @@ class _AdapterView:
     def start_position(self, cache: str) -> Position:
         return self.adapter.start_position(cache)
 
+    def span(self, cache: str, since: Position | None = None) -> tuple[Position, Position]:
+        return self.adapter.span(cache, since)
+
+    @property
+    def shared_stream(self) -> bool:
+        return self.adapter.shared_stream
+
     def check(self, cache: str, position: Position) -> None:
         self.adapter.read_changes(cache, position, 1)
+
+    def cut(self, cache: str, begin: Position, end: Position) -> Position:
+        return self.adapter.cut(cache, begin, end)
 
     def snapshot(self, cache: str) -> SnapshotMade:
         before = self.adapter.end_position(cache)
@@ -153,8 +198,13 @@ class _AdapterView:
         return SnapshotMade(name, rows, before, after)
 
 
-class GridStreamReader(DataSourceStreamReader):
-    """Plans, reads and commits the source's micro-batches (see the module docstring)."""
+class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans, reads and commits the source's micro-batches (see the module docstring).
+
+    Batches are bounded: at most ``maxChangesPerBatch`` changes (and Spark's read limit
+    when it gives a smaller one); under exactly-once also what the reader measured it
+    can move in a quarter of ``transaction.timeout.ms``, so a backlog never becomes one
+    transaction the broker aborts on timeout."""
 
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
@@ -168,6 +218,15 @@ class GridStreamReader(DataSourceStreamReader):
                                 list_interval_ms=c.cache_list_poll_interval_ms)
         self._adapter: GridAdapter | None = None
         self._planned: SourceOffset | None = None
+        """The last plan, until the next plan measured it."""
+        self._planned_any: SourceOffset | None = None
+        """The last plan (its snapshots are kept)."""
+        self._planned_from: SourceOffset | None = None
+        self._planned_at = 0.0
+        self._rate = _FIRST_RATE
+        self._target: dict[str, Position] | None = None
+        self._released = False
+        self._consumer: str | None = None
 
     def __getstate__(self) -> dict[str, Any]:  # executors get the options only
         return {"options": self.options}
@@ -185,13 +244,36 @@ class GridStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, Any]:
         return initial_offset()
 
-    def latestOffset(self, start: dict[str, Any], limit: Any = None) -> dict[str, Any]:
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.config.max_changes_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """An available-now run reads up to the caches' ends now, then stops."""
+        grid = self._grid()
+        self._target = {c: grid.end_position(c) for c in grid.list_caches()
+                        if self._planner.wanted(c)}
+
+    def bound(self, limit: ReadLimit | None = None) -> int:
+        """The most changes the next batch may stream (see the class docstring)."""
+        c = self.config
+        bound = c.max_changes_per_batch
+        if isinstance(limit, ReadMaxRows):
+            bound = min(bound, limit.max_rows)
+        if c.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+            fits = int(self._rate * c.transaction_timeout_ms / 1000 / 4)
+            bound = min(bound, max(fits, _MIN_BOUND))
+        return max(bound, 1)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit | None = None
+                     ) -> dict[str, Any]:
         begin = SourceOffset.from_dict(start)
+        self._measure(begin)
         first = self._planner.first
+        bound = self.bound(limit)
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 planned = self._planner.plan(begin, _AdapterView(self._grid(), self.snap_dir),
-                                             int(time.time() * 1000))
+                                             int(time.time() * 1000), bound, self._target)
                 break
             except PositionLostError:
                 raise
@@ -204,16 +286,20 @@ class GridStreamReader(DataSourceStreamReader):
                 time.sleep(_RETRY_S)
         if first:
             self._acknowledge(begin)
-        self._planned = planned
+        self._planned = self._planned_any = planned
+        self._planned_from, self._planned_at = begin, time.monotonic()
         return planned.to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, finish = SourceOffset.from_dict(start), SourceOffset.from_dict(end)
-        parts: list[InputPartition] = []
-        for cache, state in sorted(finish.caches.items()):
-            work = batch_work(cache, begin.caches.get(cache), state)
-            if work is not None:
-                parts.append(CachePartition(_work_json(work, finish.time_ms)))
+        works = [w for cache, state in sorted(finish.caches.items())
+                 if (w := batch_work(cache, begin.caches.get(cache), state)) is not None]
+        # one stream for every cache (the Space's log): caches over the same span read it
+        # once, together (the grid's kind decides: known without connecting)
+        groups = (shared_works(works) if self.config.grid.kind == "space"
+                  else [[w] for w in works])
+        parts: list[InputPartition] = [CachePartition(_work_json(g, finish.time_ms))
+                                       for g in groups]
         if finish.events:
             payload = {"events": [e.to_dict() for e in finish.events], "t": finish.time_ms}
             parts.append(CachePartition(orjson.dumps(payload).decode()))
@@ -221,8 +307,11 @@ class GridStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, CachePartition)
-        work, time_ms, events = _work_from(partition.payload)
-        if work is None:
+        works, time_ms, events = _work_from(partition.payload)
+        if produce.SINK_OPTION in self.options:
+            yield self._produce(partition.payload, works, time_ms, events)
+            return
+        if not works:
             rows = RowBuffer()
             for event in events:
                 rows.add(None, None, None, None, "event", event["cache"], event["kind"],
@@ -230,16 +319,62 @@ class GridStreamReader(DataSourceStreamReader):
             yield rows.take()
             return
         maker = _worker_maker(self.config, self.allowed, time_ms)
-        yield from read_work(work, lambda fresh: _worker_adapter(self.config, fresh), maker,
+        yield from read_work(works, lambda fresh: _worker_adapter(self.config, fresh), maker,
                              self.snap_dir)
+
+    def _produce(self, payload: str, works: list[Work], time_ms: int,
+                 events: list[dict[str, str]]) -> pa.RecordBatch:
+        """Write mode: the partition's records produced, one report row back."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is None:
+            raise SparkError("the source's write mode runs inside a Spark task")
+        spec = produce.SinkSpec.from_json(self.options[produce.SINK_OPTION])
+        properties = KafkaProperties(orjson.loads(self.options[produce.PRODUCER_OPTION]))
+        plan = _slot_plan(spec, properties, context) if spec.exactly_once else None
+        rows = produce.ProducingRows(spec, properties, plan, context.partitionId(),
+                                     produce.origin(payload), self.config.dead_letter_topic)
+        try:
+            if not works:
+                for event in events:
+                    rows.add(None, None, None, None, "event", event["cache"], event["kind"],
+                             orjson.dumps(event).decode())
+            else:
+                maker = _worker_maker(self.config, self.allowed, time_ms)
+                for _ in read_work(works, lambda fresh: _worker_adapter(self.config, fresh),
+                                   maker, self.snap_dir, rows):
+                    raise AssertionError("write mode yields no rows")
+        except BaseException:
+            rows.fail()
+            raise
+        report = RowBuffer()
+        report.add(None, None, None, None, "report", ",".join(w.cache for w in works),
+                   reason=orjson.dumps(rows.finish()).decode())
+        return report.take()
 
     def commit(self, end: dict[str, Any]) -> None:
         done = SourceOffset.from_dict(end)
         self._acknowledge(done)
         keep = {s.snap for s in done.caches.values() if s.snap}
-        if self._planned is not None:  # a planned batch may be running or re-run next
-            keep |= {s.snap for s in self._planned.caches.values() if s.snap}
+        if self._planned_any is not None:  # a planned batch may be running or re-run next
+            keep |= {s.snap for s in self._planned_any.caches.values() if s.snap}
             snapshots.remove_unused(self.snap_dir, keep)
+
+    def _measure(self, start: SourceOffset) -> None:
+        """The rate of the batch this reader planned last, once Spark asks for the next
+        one from its end (it has run by then: Spark plans batch n + 1 after running n),
+        if it was large enough to tell: the adaptive bound's input."""
+        planned, since = self._planned, self._planned_from
+        if planned is None or since is None or self._adapter is None:
+            return
+        self._planned = None
+        if start.to_dict() != planned.to_dict():
+            return
+        changes = planned_changes(since, planned, self._adapter.shared_stream)
+        seconds = time.monotonic() - self._planned_at
+        if changes >= _MIN_BOUND and seconds > 0:
+            self._rate = changes / seconds
 
     def _acknowledge(self, offset: SourceOffset) -> None:
         positions = [s.pos for s in offset.caches.values()]
@@ -249,8 +384,19 @@ class GridStreamReader(DataSourceStreamReader):
         if len({p.lineage for p in positions}) != 1 or len(
                 {tuple(sorted(p.next_seqs)) for p in positions}) != 1:
             return  # not one stream for all caches (Hazelcast): nothing to acknowledge
+        c = self.config
         try:
-            self._grid().acknowledge(consumer_name(self.config.name), lowest)
+            if self._consumer is None:
+                try:
+                    self._consumer = consumer_name(c.name, c.checkpoint)
+                except OSError as exc:
+                    raise GridError(f"cannot keep the checkpoint's id under "
+                                    f"{c.checkpoint!r}: {exc}") from exc
+            grid = self._grid()
+            grid.acknowledge(self._consumer, lowest)
+            if not self._released:  # an earlier version's name would hold retention back
+                grid.release(legacy_consumer_name(c.name))
+                self._released = True
         except GridError as exc:
             log.warning("cannot acknowledge the source's position to the grid: %s", exc)
 
@@ -264,6 +410,15 @@ class GridStreamReader(DataSourceStreamReader):
 
 
 # ---------------------------------------------------------------- per worker process
+
+
+def _slot_plan(spec: produce.SinkSpec, properties: KafkaProperties, context: Any) -> SlotPlan:
+    """The batch's slot plan, as the driver handed it to the tasks (``produce.batch_plan``)."""
+    batch = context.getLocalProperty(produce.BATCH_PROPERTY)
+    if not batch:
+        raise SparkError("the source's write mode runs only in the connector's foreachBatch")
+    return produce.plan_from(batch, properties, spec)
+
 
 _LOCK = threading.Lock()
 _ADAPTERS: dict[str, GridAdapter] = {}

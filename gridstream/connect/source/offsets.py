@@ -13,10 +13,17 @@ the stream passes the snapshot's window: on grids whose entries carry versions, 
 change of that window whose version the snapshot already holds is not emitted again.
 
 ``plan`` turns the previous offset and a ``GridView`` (what the grid says now) into the
-next offset: every cache advances to its end position (a heartbeat: positions move even
-without own changes), snapshots advance by ``batch_size`` rows, caches appear and
+next offset: every cache advances towards its end position (a heartbeat: positions move
+even without own changes), snapshots advance by ``batch_size`` rows, caches appear and
 disappear, lost positions fail or re-snapshot. Batches read exactly what lies between
 two offsets, so a batch re-run after a crash reads the same records.
+
+A batch is bounded: the changes it streams (counted as sequence numbers between two
+positions, an upper bound of the records) are at most the ``limit`` given to ``plan``;
+a backlog drains as many batches. Where caches have streams of their own (Hazelcast:
+a journal per map and partition) the limit is shared out fairly (every stream behind
+gets the same share, at least one change); where every cache reads one shared stream
+(``GridView.shared_stream``: the Space's log), the stream's span is counted once.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from gridstream.errors import ConfigError, PositionLostError
 from gridstream.grid.contract import Position
 
 __all__ = ["VERSION", "CacheState", "Event", "GridView", "Planner", "SnapshotMade",
-           "SourceOffset", "Work", "batch_work", "initial_offset", "position_dict", "position_from"]
+           "SourceOffset", "Work", "batch_work", "bounded", "initial_offset", "planned_changes",
+           "position_dict", "position_from", "share_out"]
 
 VERSION = 1
 
@@ -184,10 +192,55 @@ class GridView(Protocol):
 
     def start_position(self, cache: str) -> Position: ...
 
+    def span(self, cache: str, since: Position | None = None) -> tuple[Position, Position]:
+        """``(start_position, end_position)`` at once (``GridAdapter.span``)."""
+
     def check(self, cache: str, position: Position) -> None:
         """Raise ``PositionLostError`` when ``position`` can no longer be read."""
 
     def snapshot(self, cache: str) -> SnapshotMade: ...
+
+    @property
+    def shared_stream(self) -> bool:
+        """Whether every cache's position is a position in one shared stream (the
+        Space's log), so a span of sequence numbers counts every cache's changes."""
+
+    def cut(self, cache: str, begin: Position, end: Position) -> Position:
+        """A position to end a bounded batch at, from ``end`` (short of the cache's end
+        position): valid for the grid (the Space: a transaction's start, moved down, or
+        up when down would not pass ``begin``) and with its marks."""
+
+
+def share_out(spans: Mapping[Any, int], limit: int) -> dict[Any, int]:
+    """Fair shares of ``limit`` over ``spans`` (what each item has pending): items
+    below the common cap keep their span, the others get the cap; the cap is at least
+    1, so every item with something pending advances (a limit below the number of such
+    items is exceeded by at most that number)."""
+    pending = sorted(n for n in spans.values() if n > 0)
+    if sum(pending) <= limit:
+        return dict(spans)
+    cap, left = 1, limit
+    for i, n in enumerate(pending):
+        share = left // (len(pending) - i)
+        if n > share:
+            cap = max(share, 1)
+            break
+        left -= n
+    return {item: min(n, cap) for item, n in spans.items()}
+
+
+def bounded(start: Position, end: Position, shares: Mapping[str, int]) -> Position:
+    """``end`` with each stream moved from ``start`` by at most its share (marks only
+    where the stream reaches ``end``: a mark fingerprints the change before the
+    stream's next sequence; ``GridView.cut`` gives the others theirs)."""
+    seqs: dict[str, int] = {}
+    for stream, seq in end.next_seqs.items():
+        begin = start.next_seqs.get(stream, seq)
+        seqs[stream] = min(seq, begin + shares.get(stream, seq - begin)) if seq > begin else seq
+    marks = {s: m for s, m in end.marks.items() if seqs.get(s) == end.next_seqs.get(s)}
+    marks.update({s: m for s, m in start.marks.items()
+                  if s not in marks and seqs.get(s) == start.next_seqs.get(s)})
+    return Position(end.lineage, seqs, marks)
 
 
 class Planner:
@@ -221,21 +274,28 @@ class Planner:
             self._listed_at = now_ms
         return self._known
 
-    def plan(self, start: SourceOffset, grid: GridView, now_ms: int) -> SourceOffset:
+    def plan(self, start: SourceOffset, grid: GridView, now_ms: int, limit: int | None = None,
+             target: Mapping[str, Position] | None = None) -> SourceOffset:
         """The next offset after ``start``; ``start`` itself (same content) when nothing
-        moved, so Spark runs no batch. A plan that raises leaves the planner as it was
-        (the first plan of a run stays the first until one succeeds)."""
-        planned = self._plan(start, grid, now_ms)
+        moved, so Spark runs no batch. The changes streamed are at most ``limit`` (None:
+        all); with ``target`` (a run that ends: Spark's available-now trigger), no cache
+        goes past its position there, and caches it lacks are not read. A plan that
+        raises leaves the planner as it was (the first plan of a run stays the first
+        until one succeeds)."""
+        planned = self._plan(start, grid, now_ms, limit, target)
         self.first = False
         return planned
 
-    def _plan(self, start: SourceOffset, grid: GridView, now_ms: int) -> SourceOffset:
+    def _plan(self, start: SourceOffset, grid: GridView, now_ms: int, limit: int | None,
+              target: Mapping[str, Position] | None) -> SourceOffset:
         first = self.first
         caches = self._caches(grid, now_ms, force=first)
         events: list[Event] = []
         out: dict[str, CacheState] = {}
         for cache in caches:
             state = start.caches.get(cache)
+            if target is not None and cache not in target and state is None:
+                continue  # appeared after the available-now run began: not this run's
             try:
                 out[cache] = self._next(cache, state, start, grid, first, events)
             except PositionLostError as lost:
@@ -250,6 +310,7 @@ class Planner:
                                             f"{lost.detail}: {lost}")
         for cache in sorted(set(start.caches) - set(out)):
             events.append(Event("dropped", cache, "no longer in the grid or the lists"))
+        out = _bound(start, out, target, limit, grid)
         if not events and {c: s.to_dict() for c, s in out.items()} == {
                 c: s.to_dict() for c, s in start.caches.items()}:
             return start if not start.initial and not start.events else SourceOffset(
@@ -306,14 +367,13 @@ class Planner:
                           made.after)
 
     def _end(self, cache: str, pos: Position, grid: GridView) -> Position:
-        end = grid.end_position(cache)
+        oldest, end = grid.span(cache, pos)
         if end.lineage != pos.lineage:
             raise PositionLostError(f"the position belongs to lineage {pos.lineage!r}, the "
                                     f"grid is now {end.lineage!r}", cache=cache,
                                     detail="lineage")
         if dict(end.next_seqs) == dict(pos.next_seqs):
             return end  # nothing written since: nothing can have overflowed
-        oldest = grid.start_position(cache)
         for stream, seq in pos.next_seqs.items():
             if seq < oldest.next_seqs.get(stream, 0):
                 raise PositionLostError(
@@ -330,6 +390,96 @@ class Planner:
         if state.until is not None and reached(state.pos, state.until):
             return CacheState(end)
         return CacheState(end, state.snap, until=state.until)
+
+
+def _bound(start: SourceOffset, out: dict[str, CacheState],
+           target: Mapping[str, Position] | None, limit: int | None,
+           grid: GridView) -> dict[str, CacheState]:
+    """``out`` with every streaming cache's end held at ``target`` (a cache it lacks does
+    not move) and its changes bounded by ``limit`` (snapshots are bounded by
+    ``batch_size`` rows; a skip only counts, it writes nothing). A cut end is the grid's
+    to place (``GridView.cut``: a valid position, with its marks)."""
+    moving: dict[str, tuple[Position, Position]] = {}
+    streaming: dict[str, CacheState] = {}
+    for cache, state in out.items():
+        before = start.caches.get(cache)
+        if state.snapshotting or state.skip or before is None:
+            continue
+        if before.snapshotting:  # every row emitted: streams from the position before it
+            before = CacheState(before.pos, before.snap if before.until else None,
+                                until=before.until)
+        streaming[cache] = before
+        end = state.pos
+        if target is not None:
+            held = target.get(cache)
+            end = (before.pos if held is None or held.lineage != end.lineage
+                   else _upto(before.pos, end, held.next_seqs))
+        moving[cache] = (before.pos, end)
+    if limit is not None and moving:
+        moving = _limited(moving, limit, grid.shared_stream)
+    result = dict(out)
+    for cache, (begin, end) in moving.items():
+        if end != out[cache].pos:
+            if end.next_seqs != begin.next_seqs:
+                end = grid.cut(cache, begin, end)
+            result[cache] = Planner._streaming(streaming[cache], end)
+    return result
+
+
+def _limited(moving: dict[str, tuple[Position, Position]], limit: int, shared: bool
+             ) -> dict[str, tuple[Position, Position]]:
+    """Each cache's span cut to its fair share of ``limit``. Caches of one shared stream
+    (the Space's log) that stand at the same position read it together: such a group
+    is one item of the share-out, so its span counts once, and a cache far behind (one
+    discovered late) takes its own share without holding the others back."""
+    if not shared:
+        spans = {(c, s): max(n - b.next_seqs.get(s, n), 0)
+                 for c, (b, e) in moving.items() for s, n in e.next_seqs.items()}
+        cut = share_out(spans, limit)
+        return {c: (b, bounded(b, e, {s: cut[(c, s)] for s in e.next_seqs}))
+                for c, (b, e) in moving.items()}
+    groups: dict[str, list[str]] = {}
+    for cache, (begin, _) in moving.items():
+        groups.setdefault(begin.to_json(), []).append(cache)
+    spans = {(g, s): max(max(moving[c][1].next_seqs.get(s, 0) for c in caches)
+                         - moving[caches[0]][0].next_seqs.get(s, 0), 0)
+             for g, caches in groups.items()
+             for s in moving[caches[0]][1].next_seqs}
+    cut = share_out(spans, limit)
+    out = {}
+    for g, caches in groups.items():
+        for c in caches:
+            begin, end = moving[c]
+            out[c] = (begin, bounded(begin, end, {s: cut.get((g, s), 0)
+                                                 for s in end.next_seqs}))
+    return out
+
+
+def planned_changes(start: SourceOffset, end: SourceOffset, shared: bool) -> int:
+    """How many changes and snapshot rows the batch from ``start`` to ``end`` reads at
+    most (spans of sequence numbers; on a shared stream, caches standing at the same
+    position read one span, counted once — as ``_limited`` shares them out)."""
+    rows = 0
+    high: dict[tuple[str, str, int], int] = {}
+    for cache, state in end.caches.items():
+        before = start.caches.get(cache)
+        if state.snapshotting:
+            same = before is not None and before.snap == state.snap and before.row is not None
+            rows += (state.row or 0) - (before.row or 0 if same and before else 0)
+            continue
+        if before is None or state.skip:
+            continue
+        for stream, seq in state.pos.next_seqs.items():
+            begin = before.pos.next_seqs.get(stream, seq)
+            key = ("", stream, begin) if shared else (cache, stream, begin)
+            high[key] = max(high.get(key, seq), seq)
+    return rows + sum(max(n - begin, 0) for (_, _, begin), n in high.items())
+
+
+def _upto(begin: Position, end: Position, ceiling: Mapping[str, int]) -> Position:
+    """``end`` held at ``ceiling`` per stream, never before ``begin``."""
+    return bounded(begin, end, {s: max(min(n, ceiling.get(s, n)) - begin.next_seqs.get(s, n),
+                                       0) for s, n in end.next_seqs.items()})
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import pyarrow as pa
@@ -43,7 +43,8 @@ from gridstream.connect.source.offsets import Work
 from gridstream.errors import CodecError, GridError, PositionLostError
 from gridstream.grid.contract import Change, ChangeBatch, GridAdapter, Key, Position, Value
 
-__all__ = ["ROW_SCHEMA", "SCHEMA_DDL", "RecordMaker", "RowBuffer", "read_work"]
+__all__ = ["ROW_SCHEMA", "SCHEMA_DDL", "RecordMaker", "RowBuffer", "Rows", "read_work",
+           "shared_works"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,19 @@ SCHEMA_DDL = ("topic STRING, key BINARY, value BINARY, "
               "cache STRING, where STRING, reason STRING")
 _READ_CHANGES = 5_000
 ROWS_PER_BATCH = 10_000
+
+
+class Rows(Protocol):
+    """Where a partition's rows go: kept as Arrow (``RowBuffer``), or produced as they
+    come (the connector's write mode: ``produce.ProducingRows``, whose length stays 0)."""
+
+    def __len__(self) -> int: ...
+
+    def add(self, topic: str | None, key: bytes | None, value: bytes | None,
+            headers: list[tuple[str, bytes]] | None, status: str, cache: str,
+            where: str = "", reason: str | None = None) -> None: ...
+
+    def take(self) -> pa.RecordBatch: ...
 
 
 class RowBuffer:
@@ -96,7 +110,7 @@ class RecordMaker:
     entry_filter: EntryFilter | None
     time_ms: int
 
-    def add(self, rows: RowBuffer, cache: str, key: Key, value: Value | None,
+    def add(self, rows: Rows, cache: str, key: Key, value: Value | None,
             version: int | None) -> None:
         c = self.config
         where = f"{cache}/{key}"
@@ -128,7 +142,7 @@ class RecordMaker:
         rows.add(record.topic, key_bytes, value_bytes, list(record.headers), "ok", cache,
                  where)
 
-    def _bad(self, rows: RowBuffer, cache: str, key: Key, value: Value | None, stage: str,
+    def _bad(self, rows: Rows, cache: str, key: Key, value: Value | None, stage: str,
              exc: BaseException) -> None:
         c = self.config
         where = f"{cache}/{key}"
@@ -162,37 +176,41 @@ Adapters = Callable[[bool], GridAdapter]
 _ATTEMPTS, _RETRY_S = 3, 2.0
 
 
-def _read(adapters: Adapters, cache: str, position: Position) -> ChangeBatch:
-    """One read, tried again on a new connection when the grid fails (a lost position is
-    never retried). Nothing of a failed read was used, so nothing is read twice."""
+def _read(adapters: Adapters, caches: Sequence[str], position: Position) -> ChangeBatch:
+    """One read (of several caches: of their shared stream, once), tried again on a new
+    connection when the grid fails (a lost position is never retried). Nothing of a
+    failed read was used, so nothing is read twice."""
     fresh = False
     for attempt in range(1, _ATTEMPTS + 1):
         try:
-            return adapters(fresh).read_changes(cache, position, _READ_CHANGES)
+            adapter = adapters(fresh)
+            if len(caches) == 1:
+                return adapter.read_changes(caches[0], position, _READ_CHANGES)
+            return adapter.read_shared(caches, position, _READ_CHANGES)
         except PositionLostError:
             raise
         except GridError as exc:
             if attempt == _ATTEMPTS:
                 raise
             log.warning("%s: reading changes failed (attempt %d of %d), again in %ss: %s",
-                        cache, attempt, _ATTEMPTS, _RETRY_S, exc)
+                        ", ".join(caches), attempt, _ATTEMPTS, _RETRY_S, exc)
             time.sleep(_RETRY_S)
             fresh = True
     raise AssertionError("unreachable")
 
 
-def _changes(adapters: Adapters, cache: str, start: Position, end: Position
+def _changes(adapters: Adapters, caches: Sequence[str], start: Position, end: Position
              ) -> Iterator[Change]:
     """Every change from ``start`` up to (not including) ``end``, stream by stream."""
     position = start
     limits = end.next_seqs
     while not all(position.next_seqs.get(s, 0) >= seq for s, seq in limits.items()):
-        batch = _read(adapters, cache, position)
+        batch = _read(adapters, caches, position)
         for change in batch.changes:
             if change.seq < limits.get(change.stream, 0):
                 yield change
         if batch.position.to_json() == position.to_json() and not batch.changes:
-            raise_stuck(cache, position, end)
+            raise_stuck(", ".join(caches), position, end)
         position = batch.position
 
 
@@ -201,32 +219,61 @@ def raise_stuck(cache: str, position: Position, end: Position) -> None:
                     f"and gives nothing more before {end.to_json()}, planned as its end")
 
 
-def read_work(work: Work, adapters: Adapters, maker: RecordMaker, snap_dir: Path
-              ) -> Iterator[pa.RecordBatch]:
-    """The rows of one cache's part of a batch."""
-    rows = RowBuffer()
-    cache = work.cache
-    if work.snap is not None and work.start is None:
-        for key, value, version in snapshots.read_rows(snap_dir, work.snap, work.row_from,
-                                                       work.row_to):
-            maker.add(rows, cache, key, value, version)
+def read_work(work: Work | Sequence[Work], adapters: Adapters, maker: RecordMaker,
+              snap_dir: Path, rows: Rows | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of one cache's part of a batch, or of several caches' parts that read
+    one shared stream over the same span (the stream read once for all: the planner
+    groups them, ``shared_works``); into ``rows``: a new ``RowBuffer`` unless given."""
+    works = [work] if isinstance(work, Work) else list(work)
+    rows = RowBuffer() if rows is None else rows
+    first = works[0]
+    if first.snap is not None and first.start is None:
+        assert len(works) == 1  # snapshots are never grouped
+        for key, value, version in snapshots.read_rows(snap_dir, first.snap, first.row_from,
+                                                       first.row_to):
+            maker.add(rows, first.cache, key, value, version)
             if len(rows) >= ROWS_PER_BATCH:
                 yield rows.take()
-    elif work.start is not None and work.end is not None:
-        settled: dict[Key, int] = {}
-        if work.snap is not None and work.until is not None:
-            settled = snapshots.versions(snap_dir, work.snap)
-        until = work.until.next_seqs if work.until is not None else {}
-        for change in _changes(adapters, cache, work.start, work.end):
-            if work.skip:
-                rows.add(None, None, None, None, "gap", cache, f"{cache}/{change.key}")
-            elif (settled and change.seq < until.get(change.stream, 0)
-                  and change.version is not None
-                  and change.version <= settled.get(change.key, -1)):
-                continue  # the snapshot already holds this change (or a later one)
-            else:
-                maker.add(rows, cache, change.key, change.value, change.version)
+    elif first.start is not None and first.end is not None:
+        by_cache = {w.cache: w for w in works}
+        settled = {w.cache: snapshots.versions(snap_dir, w.snap)
+                   for w in works if w.snap is not None and w.until is not None}
+        for change in _changes(adapters, list(by_cache), first.start, first.end):
+            _stream_row(rows, maker, by_cache[change.cache], change,
+                        settled.get(change.cache))
             if len(rows) >= ROWS_PER_BATCH:
                 yield rows.take()
     if len(rows):
         yield rows.take()
+
+
+def _stream_row(rows: Rows, maker: RecordMaker, work: Work, change: Change,
+                settled: dict[Key, int] | None) -> None:
+    """One change of a stream: a gap (``NONE`` skip), nothing (the snapshot already holds
+    it or a later one), or a record."""
+    cache = work.cache
+    if work.skip:
+        rows.add(None, None, None, None, "gap", cache, f"{cache}/{change.key}")
+    elif (settled and work.until is not None
+          and change.seq < work.until.next_seqs.get(change.stream, 0)
+          and change.version is not None and change.version <= settled.get(change.key, -1)):
+        return  # the snapshot already holds this change (or a later one)
+    else:
+        maker.add(rows, cache, change.key, change.value, change.version)
+
+
+def shared_works(works: Sequence[Work]) -> list[list[Work]]:
+    """``works`` grouped for a grid whose caches share one stream: streaming works over
+    the same span (and both skipping, or neither) read together; snapshots alone."""
+    groups: dict[tuple[str, str, bool], list[Work]] = {}
+    out: list[list[Work]] = []
+    for work in works:
+        if work.start is None or work.end is None:
+            out.append([work])
+            continue
+        key = (work.start.to_json(), work.end.to_json(), work.skip)
+        if key not in groups:
+            groups[key] = []
+            out.append(groups[key])
+        groups[key].append(work)
+    return out

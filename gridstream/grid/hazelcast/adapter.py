@@ -223,13 +223,23 @@ class HazelcastAdapter(GridAdapter):
         return lineage, bounds
 
     def end_position(self, cache: str) -> Position:
+        return self.span(cache)[1]
+
+    def span(self, cache: str, since: Position | None = None) -> tuple[Position, Position]:
+        """The start and end positions from one journal subscription; the end's marks
+        read only for partitions that moved since ``since`` (the others keep its)."""
         lineage, bounds = self._bounds(cache)
+        start = Position(lineage, {str(p): b.oldest for p, b in bounds.items()})
         nexts = {p: b.end for p, b in bounds.items()}
-        marked = {p: b.end - 1 for p, b in bounds.items() if b.end > b.oldest}
+        kept = ({} if since is None or since.lineage != lineage else
+                {str(p): since.marks[str(p)] for p, n in nexts.items()
+                 if str(p) in since.marks and since.next_seqs.get(str(p)) == n})
+        marked = {p: b.end - 1 for p, b in bounds.items()
+                  if b.end > b.oldest and str(p) not in kept}
         reads = _journal.read_partitions(self.client, cache, marked, dict.fromkeys(marked, 1))
         if self.cluster_id() != lineage:
             raise GridError(f"cache {cache!r}: the cluster restarted while its journal was read")
-        marks = {}
+        marks = dict(kept)
         for read in reads:
             if read.seqs != [marked[read.partition]]:
                 raise GridError(
@@ -237,7 +247,22 @@ class HazelcastAdapter(GridAdapter):
                     f"{marked[read.partition]}, inside its journal"
                 )
             marks[str(read.partition)] = _mark(read.events[0])
-        return Position(lineage, {str(p): s for p, s in nexts.items()}, marks)
+        return start, Position(lineage, {str(p): s for p, s in nexts.items()}, marks)
+
+    def cut(self, cache: str, begin: Position, end: Position) -> Position:
+        """``end`` with the marks of the partitions it stops short in (the event just
+        before each one's next sequence, read from the journal)."""
+        nexts = self._check_lineage(cache, end)
+        wanted = {p: seq - 1 for p, seq in nexts.items()  # the partitions that moved
+                  if str(p) not in end.marks and seq > begin.next_seqs.get(str(p), seq)}
+        reads = _journal.read_partitions(self.client, cache, wanted, dict.fromkeys(wanted, 1))
+        marks = dict(end.marks)
+        for read in reads:
+            if read.seqs != [wanted[read.partition]]:
+                raise GridError(f"cache {cache!r}: partition {read.partition} answered no "
+                                f"event at {wanted[read.partition]}, inside its journal")
+            marks[str(read.partition)] = _mark(read.events[0])
+        return Position(end.lineage, dict(end.next_seqs), marks)
 
     def start_position(self, cache: str) -> Position:
         lineage, bounds = self._bounds(cache)

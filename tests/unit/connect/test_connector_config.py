@@ -245,3 +245,49 @@ def test_run_config_runs_pipelines_and_connectors_together(
     assert run_config(path) == 7
     assert ran["names"] == ["p", "src", "snk"]
     assert set(ran["restarts"]) == {"p", "src", "snk"}
+
+
+@pytest.mark.parametrize(("kafka", "needle"), [
+    ('kafka = { acks = "1" }\n', "option 'acks' of its Kafka properties \\(acks='1'\\) "
+                                 "cannot give exactly_once"),
+    ('kafka = { acks = 0 }\ndeliveryGuarantee = "at_least_once"\n',
+     "option 'acks' .*\\(acks=0\\) cannot give at_least_once"),
+    ('kafka = { "enable.idempotence" = false }\n',
+     "option 'enable.idempotence' .*cannot give exactly_once"),
+    ('kafka = { "enable.idempotence" = "false" }\n', "option 'enable.idempotence'"),
+])
+def test_a_source_refuses_a_lossy_producer_setting_when_the_file_is_loaded(
+        tmp_path: Path, kafka: str, needle: str) -> None:
+    """Under at-least-once the connector's ``acks`` would be overridden, under
+    exactly-once the writer would refuse it at the first batch with output: refused at
+    load, naming the connector and the option, as the pipeline's Kafka sink does."""
+    with pytest.raises(ConfigError, match=f"source connector 'src': {needle}"):
+        _load(tmp_path, SOURCE + kafka)
+
+
+def test_a_source_refuses_a_lossy_setting_inherited_from_the_runs_kafka(
+        tmp_path: Path) -> None:
+    run = '[kafka]\nproperties = { acks = "leader" }\n'
+    with pytest.raises(ConfigError, match="run.toml: source connector 'src': option 'acks' "
+                                          "of its Kafka properties with \\[kafka\\]'s"):
+        _load(tmp_path, run + SOURCE)
+    # its own acks=all wins; another cluster's connector takes nothing from [kafka]
+    assert _load(tmp_path, run + SOURCE + 'kafka = { acks = "all" }\n').connector
+    assert _load(tmp_path, run + SOURCE + 'bootstrap_servers = "k2:9092"\n').connector
+    assert _load(tmp_path, run + SINK).connector  # a consumer has no acks to lose
+
+
+def test_a_source_takes_acks_all_and_idempotence_and_sets_them_itself(
+        tmp_path: Path) -> None:
+    from gridstream.connect.source.connector import SourceConnector
+
+    text = SOURCE.replace("/tmp/ck/src", str(tmp_path / "ck"))
+    for props in ({"acks": "all", "enable.idempotence": True}, {"acks": "-1"},
+                  {"acks": -1, "enable.idempotence": "true"}):
+        config = _load(tmp_path, text).connector[0]
+        connector = SourceConnector(config, bootstrap_servers="k:1",
+                                    kafka_properties={**props, "linger.ms": 5})
+        # dropped: the writer (exactly-once) refuses them, the at-least-once sink sets them
+        assert dict(connector.kafka_properties) == {"linger.ms": 5}
+    with pytest.raises(ConfigError, match="source connector 'src': option 'acks'"):
+        SourceConnector(config, bootstrap_servers="k:1", kafka_properties={"acks": 1})

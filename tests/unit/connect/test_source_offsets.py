@@ -25,6 +25,8 @@ def pos(seq: int, lineage: str = "L") -> Position:
 class FakeGrid:
     """Caches with an end and a start sequence; snapshots are named in order."""
 
+    shared_stream = False
+
     def __init__(self, caches: dict[str, int], versioned: bool = True) -> None:
         self.ends = dict(caches)
         self.starts = dict.fromkeys(caches, 1)
@@ -42,9 +44,15 @@ class FakeGrid:
     def start_position(self, cache: str) -> Position:
         return pos(self.starts[cache], self.lineage)
 
+    def span(self, cache: str, since: Position | None = None) -> tuple[Position, Position]:
+        return self.start_position(cache), self.end_position(cache)
+
     def check(self, cache: str, position: Position) -> None:
         if cache in self.lost:
             raise PositionLostError("recreated", cache=cache, detail="recreated")
+
+    def cut(self, cache: str, begin: Position, end: Position) -> Position:
+        return end
 
     def snapshot(self, cache: str) -> SnapshotMade:
         name = f"{cache}-{len(self.snapshots)}.arrow"

@@ -1,0 +1,130 @@
+"""Kafka producers kept across batches in an executor's Python worker.
+
+A new transactional producer costs a connection and ``init_transactions`` (a round trip
+to the transaction coordinator, fencing the id's earlier producers) — tens to hundreds
+of milliseconds a task, every batch. Flink's KafkaSink keeps its producers; so does this
+pool: one producer per transactional id (or per configuration, non-transactional) per
+worker process, ``init_transactions`` once.
+
+A task of a slot may run in another worker next time. That worker's new producer fences
+the cached one here, which would fail at its next use — after rows were taken from the
+task's input, which cannot be read again. So every ``init_transactions`` records its
+owner (process id and a fresh token) in a small file per id in the machine's temporary
+directory, and a cached producer is used only while the file still names it: on one
+machine (local mode, or one executor host) a moved slot re-initialises before it
+produces. Across machines a fenced producer fails its task, which Spark retries with a
+new one (the failed one is never cached again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+import threading
+import uuid
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import KafkaException, Producer
+
+from gridstream.kafka import KafkaProperties
+
+__all__ = ["claim", "close_producer", "discard", "idempotent", "transactional"]
+
+_LOCK = threading.Lock()
+_MAX_KEPT = 64
+"""Producers a worker keeps at most (the oldest is closed beyond it)."""
+_TXN: dict[str, tuple[Producer, str]] = {}
+_PLAIN: dict[str, Producer] = {}
+_OWNERS = Path(tempfile.gettempdir()) / "gridstream-txn-owners"
+
+
+def close_producer(producer: Producer) -> None:
+    with warnings.catch_warnings():
+        # a fenced or failed producer warns that it cannot abort on close
+        warnings.simplefilter("ignore", RuntimeWarning)
+        producer.purge(in_queue=True, in_flight=True, blocking=False)
+        producer.close()
+
+
+def _owner_file(bootstrap: str, txn_id: str) -> Path:
+    digest = hashlib.blake2b(f"{bootstrap}\0{txn_id}".encode(), digest_size=12).hexdigest()
+    return _OWNERS / digest
+
+
+def claim(bootstrap: str, txn_id: str) -> str:
+    """Record that this process now owns ``txn_id`` (call right after its
+    ``init_transactions``); returns the token naming this ownership."""
+    token = f"{os.getpid()}:{uuid.uuid4().hex}"
+    path = _owner_file(bootstrap, txn_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    tmp.write_text(token)
+    os.replace(tmp, path)
+    return token
+
+
+def _owned(bootstrap: str, txn_id: str, token: str) -> bool:
+    try:
+        return _owner_file(bootstrap, txn_id).read_text() == token
+    except OSError:
+        return False
+
+
+def transactional(properties: KafkaProperties, txn_id: str,
+                  init: Callable[[], Producer]) -> Producer:
+    """This worker's producer of ``txn_id``, initialised (``init``) once and again
+    whenever another producer of the id was initialised since on this machine."""
+    bootstrap = str(properties.get_str("bootstrap.servers"))
+    key = f"{bootstrap}\0{txn_id}\0{_fingerprint(properties)}"
+    with _LOCK:
+        cached = _TXN.pop(key, None)
+    if cached is not None:
+        producer, token = cached
+        if _owned(bootstrap, txn_id, token):
+            with _LOCK:
+                _TXN[key] = (producer, token)
+            return producer
+        close_producer(producer)  # fenced by a newer producer of the id
+    producer = init()
+    token = claim(bootstrap, txn_id)
+    with _LOCK:
+        _TXN[key] = (producer, token)
+        oldest = next(iter(_TXN)) if len(_TXN) > _MAX_KEPT else None
+        old = _TXN.pop(oldest) if oldest is not None else None
+    if old is not None:
+        close_producer(old[0])
+    return producer
+
+
+def idempotent(properties: KafkaProperties) -> Producer:
+    """This worker's idempotent (non-transactional) producer for ``properties``."""
+    key = _fingerprint(properties)
+    with _LOCK:
+        producer = _PLAIN.get(key)
+        if producer is None:
+            producer = _PLAIN[key] = Producer(properties.client_config())
+        return producer
+
+
+def discard(producer: Producer) -> None:
+    """Drop a producer that failed from the pool and close it: the next task makes a new
+    one."""
+    with _LOCK:
+        for key, (cached, _) in list(_TXN.items()):
+            if cached is producer:
+                del _TXN[key]
+        for key, plain in list(_PLAIN.items()):
+            if plain is producer:
+                del _PLAIN[key]
+    with contextlib.suppress(KafkaException, RuntimeError):
+        close_producer(producer)
+
+
+def _fingerprint(properties: KafkaProperties) -> str:
+    """A digest of the whole client configuration (secrets included, never shown)."""
+    items = sorted((k, str(v)) for k, v in properties.client_config().items())
+    return hashlib.blake2b(repr(items).encode(), digest_size=16).hexdigest()
