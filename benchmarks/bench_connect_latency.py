@@ -4,7 +4,8 @@
 A writer process puts stamped values into a fresh Hazelcast map with the plain client
 at a fixed rate (``put_all`` of the due entries every millisecond); a consumer process
 (``read_committed``) stamps each record when ``poll`` hands it over; a record's latency
-is its arrival minus its stamp (one machine, one clock). Sides:
+is its arrival minus its stamp (one machine, one clock); the ``steady_*`` percentiles
+leave out the records written in the first ``--warmup-s`` seconds. Sides:
 
 - **connector** — ``SourceConnector`` (``failoverPolicy`` BACKLOG, ``shallLoadInitialData``
   false, exactly-once, ``pollInterval`` ``--poll-ms``) in this process's Spark session,
@@ -91,6 +92,7 @@ def _consumer(bootstrap: str, topic: str, expected: int, timeout_s: float) -> No
                          "enable.auto.commit": False, "fetch.wait.max.ms": 5})
     consumer.subscribe([topic])
     latencies: list[float] = []
+    stamps: list[float] = []
     seen: set[int] = set()
     first = last = 0.0
     deadline = time.monotonic() + timeout_s
@@ -103,13 +105,14 @@ def _consumer(bootstrap: str, topic: str, expected: int, timeout_s: float) -> No
                 now = time.time()
                 value = orjson.loads(msg.value())
                 latencies.append(now - value["t"])
+                stamps.append(value["t"])
                 seen.add(value["i"])
                 first = first or now
                 last = now
     finally:
         consumer.close()
     print(json.dumps({"received": len(latencies), "distinct": len(seen),
-                      "first": first, "last": last, "latencies_ms": [
+                      "first": first, "last": last, "stamps": stamps, "latencies_ms": [
                           round(x * 1000, 2) for x in latencies]}), flush=True)
 
 
@@ -202,14 +205,21 @@ def run_side(side: str, rate: int, seconds: float, args: argparse.Namespace,
         _stop(side, stop)
         shutil.rmtree(ckpt, ignore_errors=True)
         delete_topics(bootstrap, [topic])
+        client = hazelcast.HazelcastClient(cluster_members=[members], cluster_name=CLUSTER[0])
+        client.get_map(cache).blocking().destroy()  # a member's heap holds every map
+        client.shutdown()
     got = json.loads(out.strip().splitlines()[-1])
     lat = got.pop("latencies_ms")
+    stamps = got.pop("stamps")
+    begin = min(stamps, default=0.0)
+    steady = [x for x, t in zip(lat, stamps, strict=True) if t >= begin + args.warmup_s]
     third = max(len(lat) // 3, 1)
     result = {"side": side, "rate": rate, "seconds": seconds, "sent": wrote["sent"],
               "writer_s": wrote["seconds"], "received": got["received"],
               "distinct": got["distinct"], "lost": wrote["sent"] - got["distinct"],
               "duplicates": got["received"] - got["distinct"],
               **{f"{k}_ms": round(v, 1) for k, v in _percentiles(lat).items()},
+              **{f"steady_{k}_ms": round(v, 1) for k, v in _percentiles(steady).items()},
               "p99_first_third_ms": round(_percentiles(lat[:third])["p99"], 1),
               "p99_last_third_ms": round(_percentiles(lat[-third:])["p99"], 1),
               "drained_after_writer_s": round(got["last"] - started - wrote["seconds"], 2)
@@ -243,10 +253,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--poll-ms", type=int, default=100)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--drain-s", type=float, default=30.0)
+    parser.add_argument("--warmup-s", type=float, default=10.0,
+                        help="records written in the first seconds are left out of the "
+                        "steady_* percentiles (a query's first batches warm the JVM and "
+                        "start Python workers)")
     parser.add_argument("--sides", nargs="+", default=["connector", "bridge"],
                         choices=["connector", "bridge"])
     parser.add_argument("--sustained", action="store_true")
-    args = _smoke.parse_args(parser, argv, rates=[200], seconds=3.0, keys=50, drain_s=60.0)
+    args = _smoke.parse_args(parser, argv, rates=[200], seconds=3.0, keys=50, drain_s=60.0,
+                             warmup_s=1.0)
     bootstrap, hz = services_up()
     members = hz.address
     CLUSTER[0] = os.environ["GS_BENCH_HZ_CLUSTER"] = hz.settings.cluster_name

@@ -216,11 +216,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             produce_json(bootstrap, topics, args.changes, args.keys)
             expected = expected_maps(topics, args.changes, args.keys)
 
+            def checked(maps: dict[str, str], side: str) -> None:
+                """Check a side's maps, then destroy them: a member's heap holds every
+                map and its event journal, and rounds would fill it."""
+                try:
+                    check_maps(grid, maps, expected, side)
+                finally:
+                    for name in maps.values():
+                        grid.client.get_map(name).blocking().destroy()
+
             def raw() -> dict[str, float]:
                 maps = {t: f"raw-{uuid.uuid4().hex[:6]}-{t}" for t in topics}
                 created.extend(maps.values())
                 run = raw_sink_loop(grid, topics, maps, bootstrap, args.changes)
-                check_maps(grid, maps, expected, "raw_loop")
+                checked(maps, "raw_loop")
                 return run
 
             def sink(tasks: int) -> Side:
@@ -232,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     finally:
                         created.extend(side.maps.values())
                         if side.maps:
-                            check_maps(grid, side.maps, expected, f"sink_tasks{tasks}")
+                            checked(side.maps, f"sink_tasks{tasks}")
                 return run
 
             sides: dict[str, Side] = {"raw_loop": raw}

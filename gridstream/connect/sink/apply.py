@@ -27,11 +27,15 @@ adapter's ``source``, so a re-run batch writes only what its first run did not
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
 
+from gridstream.errors import GridError
 from gridstream.grid.contract import GridAdapter, Key, Write
 
 if TYPE_CHECKING:
@@ -41,7 +45,10 @@ if TYPE_CHECKING:
     from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
 
 __all__ = ["APPLY_COLUMNS", "DRIVER_CHUNK", "apply_in_chunks", "apply_on_driver",
-           "apply_streamed", "apply_tasks", "fold_sorted", "fold_writes", "worker_adapter"]
+           "apply_in_task", "apply_streamed", "apply_tasks", "fold_sorted", "fold_writes",
+           "worker_adapter"]
+
+log = logging.getLogger(__name__)
 
 APPLY_COLUMNS = ("topic", "partition", "offset", "cache", "key", "value")
 ORDER = ("topic", "partition", "offset")
@@ -165,9 +172,14 @@ _ADAPTERS: dict[HazelcastGridConfig, HazelcastAdapter] = {}
 """Per Python worker (reused across tasks): one open adapter per cluster."""
 
 
-def worker_adapter(config: HazelcastGridConfig) -> HazelcastAdapter:
-    """This Python worker's open adapter of the cluster (one per worker and cluster)."""
-    found = _ADAPTERS.get(config)
+def worker_adapter(config: HazelcastGridConfig, fresh: bool = False) -> HazelcastAdapter:
+    """This Python worker's open adapter of the cluster (one per worker and cluster;
+    ``fresh``: the kept one failed, close it and connect again)."""
+    found = _ADAPTERS.pop(config, None) if fresh else _ADAPTERS.get(config)
+    if fresh and found is not None:
+        with contextlib.suppress(Exception):  # closing a client that already failed
+            found.close()
+        found = None
     if found is None:
         from gridstream.grid.hazelcast import HazelcastAdapter
 
@@ -175,6 +187,29 @@ def worker_adapter(config: HazelcastGridConfig) -> HazelcastAdapter:
         found.open()
         _ADAPTERS[config] = found
     return found
+
+
+_ATTEMPTS, _RETRY_S = 3, 2.0
+"""How often a task's apply is tried when the grid fails (a lost connection: applying a
+batch again leaves the grid as once would), and the pause."""
+
+
+def apply_in_task(config: HazelcastGridConfig, writes: dict[str, list[Write]], *,
+                  updates: bool) -> int:
+    """``apply_all`` with this worker's adapter, tried again on a new connection when the
+    grid fails (the kept client's connection may have died while the worker was idle)."""
+    fresh = False
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            return apply_all(worker_adapter(config, fresh), writes, updates=updates)
+        except GridError as exc:
+            if attempt == _ATTEMPTS:
+                raise
+            log.warning("applying to the grid failed (attempt %d of %d), again in %ss on a "
+                        "new connection: %s", attempt, _ATTEMPTS, _RETRY_S, exc)
+            time.sleep(_RETRY_S)
+            fresh = True
+    raise AssertionError("unreachable")
 
 
 def apply_tasks(ok: DataFrame, config: HazelcastGridConfig, *, tasks: int,
@@ -200,9 +235,8 @@ def _task(config: HazelcastGridConfig, updates: bool, version: int | None = None
                             batch.column("value").to_pylist(), strict=True))
         done = 0
         if rows:
-            done = apply_all(worker_adapter(config), fold_writes(rows, updates=updates,
-                                                           version=version),
-                             updates=updates)
+            done = apply_in_task(config, fold_writes(rows, updates=updates, version=version),
+                                 updates=updates)
         yield pa.RecordBatch.from_pydict({"writes": pa.array([done], pa.int64())})
 
     return run

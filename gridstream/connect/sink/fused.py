@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from gridstream.connect.sink.apply import Row, apply_all, fold_writes, worker_adapter
+from gridstream.connect.sink.apply import Row, apply_in_task, fold_writes
 from gridstream.connect.sink.decode import BAD, FILTERED, OK, DecodeSpec, decode_batch_rows
 
 if TYPE_CHECKING:
@@ -53,8 +53,8 @@ def decode_and_apply(spec: DecodeSpec, config: HazelcastGridConfig, *, updates: 
                     rows.append(row)
         writes = 0
         if rows:
-            writes = apply_all(worker_adapter(config), fold_writes(rows, updates=updates),
-                               updates=updates)
+            writes = apply_in_task(config, fold_writes(rows, updates=updates),
+                                   updates=updates)
         yield pa.RecordBatch.from_pydict({
             "records": pa.array([records], pa.int64()), "ok": pa.array([counts[OK]], pa.int64()),
             "filtered": pa.array([counts[FILTERED]], pa.int64()),

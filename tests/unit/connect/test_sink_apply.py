@@ -4,6 +4,7 @@ and applying a batch streamed key by key in bounded chunks."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -89,3 +90,30 @@ def test_a_streamed_batch_is_applied_in_chunks_of_at_most_n_keys(updates: bool) 
     assert grid.calls[0][2] < 100  # the first chunk went before the batch was read
     applied = [w for _, writes, _ in grid.calls for w in writes]
     assert sorted(map(repr, applied)) == sorted(map(repr, want))  # each key once, its value
+
+
+def test_a_task_applies_again_on_a_new_connection_when_the_grid_fails(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept client whose connection died while its worker was idle ("Heartbeat timed
+    out") failed the whole batch; the task now connects again and applies once more
+    (applying again leaves the grid as once would)."""
+    from gridstream.connect.sink import apply as apply_module
+    from gridstream.errors import GridError
+    from gridstream.grid.hazelcast import HazelcastGridConfig
+
+    calls: list[bool] = []
+
+    class _Adapter:
+        def apply(self, cache: str, writes: Any, *, overwrite: bool) -> None:
+            if len(calls) == 1:
+                raise GridError("cache 'c': write failed: Heartbeat timed out")
+
+    def adapter(config: Any, fresh: bool = False) -> Any:
+        calls.append(fresh)
+        return _Adapter()
+
+    monkeypatch.setattr(apply_module, "worker_adapter", adapter)
+    monkeypatch.setattr(apply_module, "_RETRY_S", 0.0)
+    writes = {"c": [Write("k", {"v": 1})]}
+    done = apply_module.apply_in_task(HazelcastGridConfig(), writes, updates=True)
+    assert done == 1 and calls == [False, True]
