@@ -254,12 +254,14 @@ class GridAdapter(ABC):
         ``begin``), with its marks. This default: ``end`` as it is."""
         return end
 
-    def read_shared(self, caches: Sequence[str], position: Position, max_changes: int
-                    ) -> ChangeBatch:
+    def read_shared(self, caches: Sequence[str], position: Position, max_changes: int,
+                    stop: Position | None = None) -> ChangeBatch:
         """Changes of every cache of ``caches`` from ``position``, in stream order, at
-        most ``max_changes`` in all (transactions kept whole, as ``read_changes``), for
-        grids whose caches share one stream (``shared_stream``): the stream is read once
-        for all of them. Grids whose caches have streams of their own do not offer it."""
+        most ``max_changes`` in all (transactions kept whole, as ``read_changes``) and
+        none at or past ``stop`` (the read's planned end: nothing after it is read or
+        folded), for grids whose caches share one stream (``shared_stream``): the stream
+        is read once for all of them. Grids whose caches have streams of their own do
+        not offer it."""
         raise ConfigError(f"{type(self).__name__}: caches have streams of their own; "
                           "read each with read_changes")
 

@@ -303,9 +303,12 @@ class SpaceAdapter(GridAdapter):
     def read_changes(self, cache: str, position: Position, max_changes: int) -> ChangeBatch:
         return self.read_shared([cache], position, max_changes)
 
-    def read_shared(self, caches: Sequence[str], position: Position, max_changes: int
-                    ) -> ChangeBatch:
-        """The log read once for every cache of ``caches`` (``GridAdapter.read_shared``)."""
+    def read_shared(self, caches: Sequence[str], position: Position, max_changes: int,
+                    stop: Position | None = None) -> ChangeBatch:
+        """The log read once for every cache of ``caches`` (``GridAdapter.read_shared``).
+        With ``stop`` no bulk at or past it is read: the caches' kept states never move
+        past a batch's planned end, so the next batch resumes them instead of rebuilding
+        them from the saved state."""
         if max_changes < 1:
             raise ConfigError("max_changes must be at least 1")
         if not caches:
@@ -313,8 +316,9 @@ class SpaceAdapter(GridAdapter):
         label = ", ".join(caches)
         reader = self._log()
         seq = self._checked_seq(reader, label, position)
+        limit = None if stop is None else stop.next_seqs.get(STREAM)
         try:
-            return self._read(reader, caches, seq, max_changes)
+            return self._read(reader, caches, seq, max_changes, limit)
         except UnknownBase as exc:
             self._forget(caches)
             raise _lost(label, "retention",
@@ -399,7 +403,7 @@ class SpaceAdapter(GridAdapter):
         return seq
 
     def _read(self, reader: EmbeddedLogReader, caches: Sequence[str], seq: int,
-              max_changes: int) -> ChangeBatch:
+              max_changes: int, stop: int | None = None) -> ChangeBatch:
         declared = {cache: self._declared(cache) for cache in caches}
         states = {}
         for cache in caches:
@@ -413,11 +417,13 @@ class SpaceAdapter(GridAdapter):
         changes: list[Change] = []
         scanned = 0
         next_seq = seq
-        while not changes and scanned < _SCAN_OPS:
+        while not changes and scanned < _SCAN_OPS and (stop is None or next_seq < stop):
             bulks = reader.read(next_seq, max(max_changes, _READ_OPS))
             if not bulks:
                 break
             for bulk in bulks:
+                if stop is not None and bulk.first_seq >= stop:
+                    break
                 mine = [op for op in bulk.operations if op.type_name in states]
                 if changes and len(changes) + len(mine) > max_changes:
                     break

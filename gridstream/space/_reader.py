@@ -128,7 +128,10 @@ class EmbeddedLogReader(LogReader):
                 self._refresh()
             seqs = self._seqs
             j = bisect.bisect_right(seqs, seq) - 1
-            if j < 0 or seq >= self._next or seqs[j] == seq:
+            if j < 0:  # before the first indexed bulk (a void, or not retained): its start
+                first = int(seqs[0]) if len(seqs) else seq
+                return first, first
+            if seq >= self._next or seqs[j] == seq:
                 return seq, seq
             following = seqs[j + 1] if j + 1 < len(seqs) else self._next
             return int(seqs[j]), int(following)

@@ -249,7 +249,10 @@ class KafkaExactlyOnceWriter:
         pass, no driver-side marker scan; each task opens its slot with ``open_slot``
         and the caller reports ``completed`` once every task succeeded."""
         query_id = self._query_id(df)
-        check = self.begin(df, query_id, batch_id, 1)
+        # the query's first batch here fences every slot's id (an earlier run's open
+        # transactions would otherwise hold back the marker reads until they time out)
+        slots = df.rdd.getNumPartitions() if self._prepared_for != query_id else 1
+        check = self.begin(df, query_id, batch_id, slots)
         committed = self._committed(batch_id, None) if check else {}
         return SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
                         query_id, self._prefix(query_id), batch_id, {}, self.timeout_s,

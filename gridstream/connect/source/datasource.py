@@ -17,7 +17,9 @@ yields one ``report`` row (``produce``); without them it yields the records as r
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -81,9 +83,13 @@ of at least the floor was measured."""
 
 def consumer_name(connector: str, checkpoint: str) -> str:
     """The name the source acknowledges its positions under (the Space's log): one per
-    query (checkpoint), so two queries never share one and release what the slower one
-    still needs. The checkpoint's id is made once and kept under it."""
-    return f"gridstream-source-{connector}-{snapshots.checkpoint_id(checkpoint)}"
+    query — the connector's name and a digest of its checkpoint's absolute path — so two
+    queries never share one (the faster would release what the slower still needs), and
+    a checkpoint deleted and made again at the same place takes the same name on (an
+    abandoned name would hold the log's retention back for good)."""
+    where = os.path.abspath(snapshots.local_dir(checkpoint))
+    digest = hashlib.blake2b(where.encode(), digest_size=6).hexdigest()
+    return f"gridstream-source-{connector}-{digest}"
 
 
 def legacy_consumer_name(connector: str) -> str:
@@ -167,18 +173,25 @@ class _AdapterView:
     def __init__(self, adapter: GridAdapter, snap_dir: Path) -> None:
         self.adapter = adapter
         self.snap_dir = snap_dir
+        self._shared_span: tuple[Position, Position] | None = None
 
     def list_caches(self) -> list[str]:
         return self.adapter.list_caches()
 
     def end_position(self, cache: str) -> Position:
+        if self.adapter.shared_stream:
+            return self.span(cache)[1]
         return self.adapter.end_position(cache)
 
     def start_position(self, cache: str) -> Position:
         return self.adapter.start_position(cache)
 
     def span(self, cache: str, since: Position | None = None) -> tuple[Position, Position]:
-        return self.adapter.span(cache, since)
+        if not self.adapter.shared_stream:
+            return self.adapter.span(cache, since)
+        if self._shared_span is None:  # one stream: one reading of it for the whole plan,
+            self._shared_span = self.adapter.span(cache, since)  # so caches stay together
+        return self._shared_span
 
     @property
     def shared_stream(self) -> bool:
@@ -223,6 +236,7 @@ class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The last plan (its snapshots are kept)."""
         self._planned_from: SourceOffset | None = None
         self._planned_at = 0.0
+        self._planned_bound = 0
         self._rate = _FIRST_RATE
         self._target: dict[str, Position] | None = None
         self._released = False
@@ -288,6 +302,7 @@ class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._acknowledge(begin)
         self._planned = self._planned_any = planned
         self._planned_from, self._planned_at = begin, time.monotonic()
+        self._planned_bound = bound
         return planned.to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
@@ -373,8 +388,14 @@ class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         changes = planned_changes(since, planned, self._adapter.shared_stream)
         seconds = time.monotonic() - self._planned_at
-        if changes >= _MIN_BOUND and seconds > 0:
-            self._rate = changes / seconds
+        if changes < _MIN_BOUND or seconds <= 0:
+            return
+        measured = changes / seconds
+        # a batch that filled its bound ran back to back with the next plan: its rate is
+        # the batch's; a smaller one may include the wait for the next trigger, so it
+        # only says the rate is at least that much
+        full = changes >= 0.9 * self._planned_bound
+        self._rate = measured if full else max(self._rate, measured)
 
     def _acknowledge(self, offset: SourceOffset) -> None:
         positions = [s.pos for s in offset.caches.values()]
@@ -387,11 +408,7 @@ class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         c = self.config
         try:
             if self._consumer is None:
-                try:
-                    self._consumer = consumer_name(c.name, c.checkpoint)
-                except OSError as exc:
-                    raise GridError(f"cannot keep the checkpoint's id under "
-                                    f"{c.checkpoint!r}: {exc}") from exc
+                self._consumer = consumer_name(c.name, c.checkpoint)
             grid = self._grid()
             grid.acknowledge(self._consumer, lowest)
             if not self._released:  # an earlier version's name would hold retention back

@@ -176,7 +176,8 @@ Adapters = Callable[[bool], GridAdapter]
 _ATTEMPTS, _RETRY_S = 3, 2.0
 
 
-def _read(adapters: Adapters, caches: Sequence[str], position: Position) -> ChangeBatch:
+def _read(adapters: Adapters, caches: Sequence[str], position: Position, end: Position
+          ) -> ChangeBatch:
     """One read (of several caches: of their shared stream, once), tried again on a new
     connection when the grid fails (a lost position is never retried). Nothing of a
     failed read was used, so nothing is read twice."""
@@ -184,9 +185,12 @@ def _read(adapters: Adapters, caches: Sequence[str], position: Position) -> Chan
     for attempt in range(1, _ATTEMPTS + 1):
         try:
             adapter = adapters(fresh)
-            if len(caches) == 1:
-                return adapter.read_changes(caches[0], position, _READ_CHANGES)
-            return adapter.read_shared(caches, position, _READ_CHANGES)
+            if adapter.shared_stream:  # read no further than the batch's end
+                return adapter.read_shared(caches, position, _READ_CHANGES, end)
+            if len(caches) != 1:
+                raise GridError(f"caches {', '.join(caches)} have streams of their own: "
+                                "read one at a time")
+            return adapter.read_changes(caches[0], position, _READ_CHANGES)
         except PositionLostError:
             raise
         except GridError as exc:
@@ -205,7 +209,7 @@ def _changes(adapters: Adapters, caches: Sequence[str], start: Position, end: Po
     position = start
     limits = end.next_seqs
     while not all(position.next_seqs.get(s, 0) >= seq for s, seq in limits.items()):
-        batch = _read(adapters, caches, position)
+        batch = _read(adapters, caches, position, end)
         for change in batch.changes:
             if change.seq < limits.get(change.stream, 0):
                 yield change

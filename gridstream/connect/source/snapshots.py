@@ -27,7 +27,7 @@ import pyarrow.ipc as ipc
 from gridstream.errors import ConfigError, GridError
 from gridstream.grid.contract import GridAdapter, Key, Value
 
-__all__ = ["SCHEMA", "checkpoint_id", "local_dir", "read_rows", "remove_unused", "snapshot_dir",
+__all__ = ["SCHEMA", "local_dir", "read_rows", "remove_unused", "snapshot_dir",
            "versions", "write_snapshot"]
 
 SCHEMA = pa.schema([("key", pa.string()), ("value", pa.binary()), ("version", pa.int64())])
@@ -48,27 +48,6 @@ def local_dir(location: str) -> Path:
 
 def snapshot_dir(checkpoint: str) -> Path:
     return local_dir(checkpoint) / "gridstream-source" / "snapshots"
-
-
-def checkpoint_id(checkpoint: str) -> str:
-    """A random id made once for the checkpoint and kept under it (``gridstream-source/
-    id``): it follows the checkpoint when it is moved, and names nothing else."""
-    path = local_dir(checkpoint) / "gridstream-source" / "id"
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    made = uuid.uuid4().hex[:16]
-    tmp = path.with_name(f".id-{uuid.uuid4().hex}")
-    tmp.write_text(made)
-    try:  # the first of two racing makers wins; the other reads its id
-        os.link(tmp, path)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
-    return path.read_text().strip()
 
 
 def _file_name(cache: str) -> str:

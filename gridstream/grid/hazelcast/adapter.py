@@ -368,7 +368,11 @@ class HazelcastAdapter(GridAdapter):
         its first complete run did. ``overwrite=False``: each key's first put, only if
         the key is absent (``putIfAbsent``; with versions, inside the transaction).
         """
-        entries = self._map(cache)
+        try:
+            entries = self._map(cache)
+        except HazelcastError as exc:
+            raise GridError(f"cache {cache!r}: cannot open the map: {_journal.brief(exc)}"
+                            ) from exc
         for write in writes:
             _check_key(cache, write.key)
             if write.value is not None:

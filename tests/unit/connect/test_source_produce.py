@@ -150,3 +150,70 @@ def test_the_bound_follows_the_measured_rate_under_exactly_once() -> None:
     reader._planned_at = time.monotonic() - 100.0  # slow: 40 changes/s
     reader._measure(end)
     assert reader.bound() == 1_000  # the floor
+
+
+def test_batches_below_their_bound_never_lower_the_rate() -> None:
+    """A trigger slower than a quarter of the transaction timeout: every small batch's
+    time includes the wait for the next trigger; taking it as the rate shrank the bound
+    batch after batch to its floor (a backlog under steady load then never drained)."""
+    config = SourceConnectorConfig.model_validate({
+        "name": "s", "grid": {"kind": "space", "data_dir": "/d", "space_name": "x"},
+        "checkpoint": "/tmp/c", "transaction.timeout.ms": 60_000, "pollInterval": 20_000})
+    reader = GridStreamReader(source_options(config, ()))
+    reader._adapter = _Adapter()  # type: ignore[assignment]
+    before = reader.bound()
+    for n in range(12):
+        begin = SourceOffset({"c": CacheState(Position("L", {"0": n * 5_000}))}, 1)
+        end = SourceOffset({"c": CacheState(Position("L", {"0": (n + 1) * 5_000}))}, 2)
+        reader._planned, reader._planned_from = end, begin
+        reader._planned_bound = reader.bound()
+        reader._planned_at = time.monotonic() - 20.0  # a small batch, then the trigger
+        reader._measure(end)
+    assert reader.bound() == before
+
+
+def test_the_log_consumer_is_named_by_the_checkpoints_place(tmp_path: Any,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    from gridstream.connect.source.datasource import consumer_name
+
+    monkeypatch.chdir(tmp_path)
+    here = consumer_name("src", "ck")
+    assert here == consumer_name("src", str(tmp_path / "ck"))  # relative or absolute
+    assert here == consumer_name("src", f"file://{tmp_path / 'ck'}")
+    assert here != consumer_name("src", "other") != consumer_name("other", "ck")
+    assert here.startswith("gridstream-source-src-")
+
+
+def test_caches_of_a_shared_log_take_one_end_per_plan(tmp_path: Any) -> None:
+    """The log moves between two caches' readings of its end: each cache then had an end
+    of its own, so they never grouped into one read again (a scan, a transaction and a
+    state rebuild per cache and batch)."""
+    from gridstream.connect.config import FailoverPolicy
+    from gridstream.connect.source.datasource import _AdapterView
+    from gridstream.connect.source.offsets import Planner
+
+    class _Moving:
+        shared_stream = True
+        seq = 100
+
+        def list_caches(self) -> list[str]:
+            return ["a", "b", "c"]
+
+        def span(self, cache: str, since: Any = None) -> tuple[Position, Position]:
+            self.seq += 7  # writes go on while the plan reads
+            return Position("L", {"log": 1}), Position("L", {"log": self.seq})
+
+        def end_position(self, cache: str) -> Position:
+            return self.span(cache)[1]
+
+        def cut(self, cache: str, begin: Position, end: Position) -> Position:
+            return end
+
+    adapter = _Moving()
+    start = SourceOffset({c: CacheState(Position("L", {"log": 50})) for c in "abc"}, 1)
+    planner = Planner(policy=FailoverPolicy.BACKLOG, on_position_lost="fail",
+                      load_initial=False, batch_size=10)
+    planner.first = False
+    planned = planner.plan(start, _AdapterView(adapter, tmp_path), 2, 10_000)  # type: ignore[arg-type]
+    assert len({s.pos.next_seqs["log"] for s in planned.caches.values()}) == 1

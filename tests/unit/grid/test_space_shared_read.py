@@ -79,3 +79,33 @@ def test_only_streaming_works_over_the_same_span_are_grouped() -> None:
              Work("g", start=a, end=b, skip=True), Work("w", start=a, end=b)]
     groups = shared_works(works)
     assert [[w.cache for w in g] for g in groups] == [["x", "y", "w"], ["z"], ["s"], ["g"]]
+
+
+def test_a_read_with_a_stop_leaves_the_kept_state_there_for_the_next_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bounded batch ends at ``stop``: nothing at or past it is read or folded, so the
+    next batch continues the kept state instead of rebuilding it (which replayed the log
+    from the saved state at every batch, and could not rebuild an entry last written
+    whole before the log's retained start)."""
+    from gridstream.grid import space as space_module
+
+    with Space.embedded("s", data_dir=tmp_path, fsync="never") as space:
+        space.write(SpaceDocument("A", {"id": "first", "n": -1}))
+        adapter = SpaceAdapter(SpaceGridConfig(str(tmp_path), "s"), space=space)
+        adapter.open()
+        try:
+            start = adapter.start_position("A")
+            _fill(space)
+            end = adapter.end_position("A")
+            stop = Position(start.lineage, {"log": start.next_seqs["log"] + 40})
+            first = adapter.read_shared(["A", "B"], start, 5000, stop)
+            assert first.position == stop and all(c.seq < 40 + start.next_seqs["log"]
+                                                  for c in first.changes)
+            rebuilt: list[str] = []
+            real = space_module.rebuild
+            monkeypatch.setattr(space_module, "rebuild",
+                                lambda *a, **k: rebuilt.append(a[1]) or real(*a, **k))
+            rest = adapter.read_shared(["A", "B"], stop, 5000, end)
+            assert rebuilt == [] and rest.changes
+        finally:
+            adapter.close()
