@@ -202,11 +202,25 @@ class SlotTxn:
     content: str
     producer: Producer
 
+    @contextlib.contextmanager
+    def failing(self) -> Iterator[None]:
+        """Abort the transaction (and drop the producer) if the block raises; a Kafka
+        error is raised as the client error it is, secrets scrubbed."""
+        try:
+            yield
+        except KafkaException as exc:
+            self.fail()
+            raise kafka_error(f"slot {self.slot} of batch {self.plan.batch_id} failed", exc,
+                              self.plan.properties.client_config()) from exc
+        except BaseException:
+            self.fail()
+            raise
+
     def commit(self, records: int, slots: int | None = None) -> None:
         plan = self.plan
         done = Marker(plan.query_id, self.slot, plan.batch_id,
                       len(plan.slots) if slots is None else slots, records, self.content)
-        try:
+        with self.failing():
             # the marker partition joins the transaction only at its end (a reader of it
             # waits for the transaction's end); a fenced producer fails at the latest in
             # commit_transaction, before anything of it is committed
@@ -215,13 +229,6 @@ class SlotTxn:
                               partition=marker_partition(plan.query_id, self.slot,
                                                          plan.marker_partitions))
             self.producer.commit_transaction(plan.timeout_s)
-        except KafkaException as exc:
-            self.fail()
-            raise kafka_error(f"slot {self.slot} of batch {plan.batch_id} failed", exc,
-                              plan.properties.client_config()) from exc
-        except BaseException:
-            self.fail()
-            raise
 
     def fail(self) -> None:
         _abort_and_discard(self.producer, self.plan.timeout_s)
@@ -372,15 +379,8 @@ def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     if txn is None:  # an earlier run committed the slot: check its rows, write nothing
         _check(plan, content, _sums(batches, None, plan))
     else:
-        try:
+        with txn.failing():
             _check(plan, content, _sums(batches, txn.producer, plan))
-        except KafkaException as exc:
-            txn.fail()
-            raise kafka_error(f"slot {slot} of batch {plan.batch_id} failed", exc,
-                              plan.properties.client_config()) from exc
-        except BaseException:
-            txn.fail()
-            raise
         txn.commit(expected)
     yield pa.RecordBatch.from_pylist(
         [{"slot": slot, "records": expected, "skipped": txn is None}],

@@ -235,34 +235,41 @@ def decode_batches(spec: DecodeSpec, *, stop_on_bad: bool = False) -> Callable[
     return run
 
 
-def decode_batch_rows(spec: DecodeSpec, batch: pa.RecordBatch, *, stop_on_bad: bool = False
-                      ) -> Iterator[tuple[str, tuple[str, str, str | None] | None]]:
-    """Kafka source rows → each record's status and, for a valid one, its ``(cache,
-    key, value)`` (the one-pass write's decode: no decoded Arrow rows are built).
-    ``stop_on_bad``: a bad record raises ``RecordError`` naming it."""
+def _decoded(decoder: Decoder, batch: pa.RecordBatch
+             ) -> Iterator[tuple[Decoded, str, int, int, Any, Any, Any]]:
+    """Each Kafka source row decoded: the outcome, then the row's topic, partition,
+    offset, key, value and headers (as read)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    decoder = _decoder(spec)
     topics = batch.column("topic").to_pylist()
     partitions = batch.column("partition").to_pylist()
     offsets = batch.column("offset").to_pylist()
     keys = batch.column("key").to_pylist()
     values = batch.column("value").to_pylist()
     stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_pylist()
-    heads: list[Any] = (batch.column("headers").to_pylist() if spec.with_headers
+    heads: list[Any] = (batch.column("headers").to_pylist() if decoder.spec.with_headers
                         else [None] * batch.num_rows)
     for i in range(batch.num_rows):
         head, stamp = heads[i], stamps[i]
         d = decoder.decode(topics[i], partitions[i], offsets[i], keys[i], values[i],
                            stamp // 1000 if stamp is not None else None,
                            [(h["key"], h["value"]) for h in head] if head else ())
+        yield d, topics[i], partitions[i], offsets[i], keys[i], values[i], head
+
+
+def decode_batch_rows(spec: DecodeSpec, batch: pa.RecordBatch, *, stop_on_bad: bool = False
+                      ) -> Iterator[tuple[str, tuple[str, str, str | None] | None]]:
+    """Kafka source rows → each record's status and, for a valid one, its ``(cache,
+    key, value)`` (the one-pass write's decode: no decoded Arrow rows are built).
+    ``stop_on_bad``: a bad record raises ``RecordError`` naming it."""
+    for d, topic, partition, offset, _, _, _ in _decoded(_decoder(spec), batch):
         if d.status == OK:
             assert d.cache is not None and d.key is not None
             yield OK, (d.cache, d.key, d.value)
         elif d.status == BAD and stop_on_bad:
             raise RecordError(str(d.reason), stage=str(d.stage),
-                              where=f"{topics[i]}[{partitions[i]}]@{offsets[i]}")
+                              where=f"{topic}[{partition}]@{offset}")
         else:
             yield d.status, None
 
@@ -279,17 +286,8 @@ def _raise_bad(decoded: pa.RecordBatch) -> None:
 
 def _decode_batch(decoder: Decoder, batch: pa.RecordBatch) -> pa.RecordBatch:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     with_headers = decoder.spec.with_headers
-    topics = batch.column("topic").to_pylist()
-    partitions = batch.column("partition").to_pylist()
-    offsets = batch.column("offset").to_pylist()
-    keys = batch.column("key").to_pylist()
-    values = batch.column("value").to_pylist()
-    stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_pylist()
-    heads: list[Any] = (batch.column("headers").to_pylist() if with_headers
-                        else [None] * batch.num_rows)
     status: list[str] = []
     caches: list[str | None] = []
     out_keys: list[str | None] = []
@@ -299,12 +297,7 @@ def _decode_batch(decoder: Decoder, batch: pa.RecordBatch) -> pa.RecordBatch:
     raw_keys: list[bytes | None] = []
     raw_values: list[bytes | None] = []
     raw_heads: list[Any] = []
-    for i in range(batch.num_rows):
-        head = heads[i]
-        stamp = stamps[i]
-        d = decoder.decode(topics[i], partitions[i], offsets[i], keys[i], values[i],
-                           stamp // 1000 if stamp is not None else None,
-                           [(h["key"], h["value"]) for h in head] if head else ())
+    for d, _, _, _, key, value, head in _decoded(decoder, batch):
         status.append(d.status)
         caches.append(d.cache)
         out_keys.append(d.key)
@@ -312,8 +305,8 @@ def _decode_batch(decoder: Decoder, batch: pa.RecordBatch) -> pa.RecordBatch:
         stages.append(d.stage)
         reasons.append(d.reason)
         bad = d.status == BAD
-        raw_keys.append(keys[i] if bad else None)
-        raw_values.append(values[i] if bad else None)
+        raw_keys.append(key if bad else None)
+        raw_values.append(value if bad else None)
         raw_heads.append(head if bad else None)
     columns: dict[str, pa.Array] = {
         "status": pa.array(status, pa.string()),

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gridstream.connect.config import FailoverPolicy
+from gridstream.connect.source.bounds import share_out
 from gridstream.connect.source.offsets import (
     CacheState,
     Planner,
@@ -14,7 +15,6 @@ from gridstream.connect.source.offsets import (
     SourceOffset,
     batch_work,
     planned_changes,
-    share_out,
 )
 from gridstream.grid.contract import Position
 
