@@ -1,7 +1,7 @@
 """Parse log lines into entries and write them to Kafka, exactly once (the pipeline
 API's second example).
 
-    gridstream stack up kafka
+    gridstream stack up --services kafka
     python examples/pipeline_logs.py
 
 Log lines ``"<LEVEL> <service> <message>"`` are read from one topic, parsed, DEBUG lines

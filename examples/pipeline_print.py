@@ -1,6 +1,6 @@
 """Read a Kafka topic and print its records (the pipeline API's first example).
 
-    gridstream stack up kafka
+    gridstream stack up --services kafka
     python examples/pipeline_print.py
 
 Writes ten records to a new topic, then reads everything there is (``available_now``)

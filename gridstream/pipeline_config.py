@@ -42,6 +42,7 @@ Every problem in the file is a ``ConfigError`` naming the key at fault.
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 import tomllib
 from collections.abc import Mapping
@@ -169,8 +170,49 @@ def _describe(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"]) or "(file)"
-        lines.append(f"  {where}: {item['msg']}")
+        lines.append(f"  {where}: {item['msg']}{did_you_mean(item)}")
     return "\n".join(lines)
+
+
+def _names(model: type[BaseModel], seen: set[type[BaseModel]] | None = None) -> set[str]:
+    """Every option name a run file may use below ``model``: fields and their aliases."""
+    seen = set() if seen is None else seen
+    if model in seen:
+        return set()
+    seen.add(model)
+    names: set[str] = set()
+    for name, info in model.model_fields.items():
+        names.add(name)
+        alias = info.validation_alias
+        if isinstance(alias, str):
+            names.add(alias)
+        elif alias is not None and hasattr(alias, "choices"):
+            names.update(c for c in alias.choices if isinstance(c, str))
+        for inner in _models(info.annotation):
+            names |= _names(inner, seen)
+    return names
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The config models an annotation holds (unions, containers, ``Annotated``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in getattr(annotation, "__args__", ()) for m in _models(arg)]
+
+
+_KNOWN: set[str] | None = None
+
+
+def did_you_mean(item: Mapping[str, Any]) -> str:
+    """For an unknown option (pydantic's ``extra_forbidden``): `` (did you mean 'x'?)``
+    when a known option name is close to it, else empty."""
+    global _KNOWN
+    if item.get("type") != "extra_forbidden" or not item.get("loc"):
+        return ""
+    if _KNOWN is None:
+        _KNOWN = _names(PipelineFile)
+    found = difflib.get_close_matches(str(item["loc"][-1]), sorted(_KNOWN), n=1, cutoff=0.75)
+    return f" (did you mean {found[0]!r}?)" if found else ""
 
 
 def _place(path: str) -> str:

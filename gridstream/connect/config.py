@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -45,6 +46,27 @@ __all__ = [
 
 _STRICT = ConfigDict(frozen=True, populate_by_name=True, extra="forbid",
                      hide_input_in_errors=True)
+
+
+def _flag(value: Any) -> Any:
+    """A yes/no option: a boolean, or the text ``true`` / ``false`` (a ``.properties``
+    file holds text); anything else (``"yes"``, ``1``) is refused, not guessed."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"expected true or false, not {value!r}")
+
+
+def _count(value: Any) -> Any:
+    """A number option: never a boolean (``true`` would read as 1)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, not {value!r}")
+    return value
+
+
+Flag = Annotated[bool, BeforeValidator(_flag)]
+Count = Annotated[int, BeforeValidator(_count)]
 
 
 def _alias(*names: str) -> Any:
@@ -356,32 +378,32 @@ class SourceConnectorConfig(_Common):
         default=FailoverPolicy.NONE, validation_alias=_alias("failover_policy", "failoverPolicy"))
     on_position_lost: Literal["fail", "snapshot"] = Field(
         default="fail", validation_alias=_alias("on_position_lost", "onPositionLost"))
-    shall_load_initial_data: bool = Field(
+    shall_load_initial_data: Flag = Field(
         default=True, validation_alias=_alias("shall_load_initial_data", "shallLoadInitialData"))
-    shall_process_removals: bool = Field(
+    shall_process_removals: Flag = Field(
         default=False, validation_alias=_alias("shall_process_removals", "shallProcessRemovals"))
     cache_whitelist: tuple[str, ...] = Field(
         default=(), validation_alias=_alias("cache_whitelist", "cacheWhitelist"))
     cache_blacklist: tuple[str, ...] = Field(
         default=(), validation_alias=_alias("cache_blacklist", "cacheBlacklist"))
-    cache_list_poll_interval_ms: int = Field(
+    cache_list_poll_interval_ms: Count = Field(
         default=5000, ge=100, validation_alias=_alias(
             "cache_list_poll_interval_ms", "cacheListPollInterval"))
-    poll_interval_ms: int = Field(
+    poll_interval_ms: Count = Field(
         default=2000, ge=10, validation_alias=_alias("poll_interval_ms", "pollInterval"))
-    batch_size: int = Field(
+    batch_size: Count = Field(
         default=10_000, ge=1, validation_alias=_alias("batch_size", "batchSize"))
-    max_changes_per_batch: int = Field(
+    max_changes_per_batch: Count = Field(
         default=100_000, ge=1, validation_alias=_alias("max_changes_per_batch",
                                                        "maxChangesPerBatch"))
     topic_prefix: str = Field(default="", validation_alias=_alias("topic_prefix", "topicPrefix"))
-    topic_partitions: int = Field(default=1, ge=1, validation_alias=_alias(
+    topic_partitions: Count = Field(default=1, ge=1, validation_alias=_alias(
         "topic_partitions", "topic.creation.default.partitions"))
     delivery_guarantee: DeliveryGuarantee = Field(
         default=DeliveryGuarantee.EXACTLY_ONCE,
         validation_alias=_alias("delivery_guarantee", "deliveryGuarantee",
                                 "exactly.once.support"))
-    transaction_timeout_ms: int = Field(default=60_000, gt=0, validation_alias=_alias(
+    transaction_timeout_ms: Count = Field(default=60_000, gt=0, validation_alias=_alias(
         "transaction_timeout_ms", "transaction.timeout.ms"))
 
     @field_validator("failover_policy", mode="before")
@@ -452,13 +474,13 @@ class SinkConnectorConfig(_Common):
     topics_regex: str | None = Field(default=None, validation_alias=_alias(
         "topics_regex", "topics.regex"))
     cache_prefix: str = Field(default="", validation_alias=_alias("cache_prefix", "cachePrefix"))
-    tasks_max: int = Field(default=1, ge=1, le=256, validation_alias=_alias(
+    tasks_max: Count = Field(default=1, ge=1, le=256, validation_alias=_alias(
         "tasks_max", "tasks.max"))
-    push_interval_ms: int = Field(default=2000, ge=10, validation_alias=_alias(
+    push_interval_ms: Count = Field(default=2000, ge=10, validation_alias=_alias(
         "push_interval_ms", "pushInterval"))
-    flush_on_offset_commit: bool = Field(default=False, validation_alias=_alias(
+    flush_on_offset_commit: Flag = Field(default=False, validation_alias=_alias(
         "flush_on_offset_commit", "flushOnOffsetCommit"))
-    shall_process_updates: bool = Field(default=False, validation_alias=_alias(
+    shall_process_updates: Flag = Field(default=False, validation_alias=_alias(
         "shall_process_updates", "shallProcessUpdates"))
     key_policy: KeyPolicy = Field(default=KeyPolicy.KEY, validation_alias=_alias(
         "key_policy", "keyPolicy"))
@@ -466,7 +488,7 @@ class SinkConnectorConfig(_Common):
         "key_fields", "keyFields"))
     starting_offsets: Literal["earliest", "latest"] = Field(
         default="earliest", validation_alias=_alias("starting_offsets", "startingOffsets"))
-    max_offsets_per_trigger: int | None = Field(
+    max_offsets_per_trigger: Count | None = Field(
         default=MAX_OFFSETS_PER_TRIGGER, ge=1, validation_alias=_alias(
             "max_offsets_per_trigger", "maxOffsetsPerTrigger"))
 

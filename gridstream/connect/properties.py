@@ -229,7 +229,7 @@ def _location(loc: tuple[str | int, ...]) -> str:
 
 def load_properties_file(path: Path) -> PipelineFile:
     """The ``PipelineFile`` of one connector's ``.properties`` file."""
-    from gridstream.pipeline_config import PipelineFile
+    from gridstream.pipeline_config import PipelineFile, did_you_mean
 
     where = str(path)
     try:
@@ -248,6 +248,7 @@ def load_properties_file(path: Path) -> PipelineFile:
         for item in exc.errors():
             at = _location(item["loc"])
             option = t.names.get(at, at)
-            lines.append(f"  option {option!r}: {item['msg']}" if option else
-                         f"  {item['msg']}")
+            hint = did_you_mean(item)
+            lines.append(f"  option {option!r}: {item['msg']}{hint}" if option else
+                         f"  {item['msg']}{hint}")
         raise ConfigError(f"{where} is invalid:\n" + "\n".join(lines)) from exc

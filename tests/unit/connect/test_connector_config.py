@@ -291,3 +291,48 @@ def test_a_source_takes_acks_all_and_idempotence_and_sets_them_itself(
         assert dict(connector.kafka_properties) == {"linger.ms": 5}
     with pytest.raises(ConfigError, match="source connector 'src': option 'acks'"):
         SourceConnector(config, bootstrap_servers="k:1", kafka_properties={"acks": 1})
+
+
+@pytest.mark.parametrize(("option", "value", "reason"), [
+    ("pollInterval", True, "expected a number, not True"),
+    ("batchSize", False, "expected a number, not False"),
+    ("shallLoadInitialData", "yes", "expected true or false, not 'yes'"),
+    ("shallProcessRemovals", 1, "expected true or false, not 1"),
+])
+def test_a_flag_or_a_number_is_never_guessed(option: str, value: Any, reason: str) -> None:
+    """``pollInterval = true`` read as 1 ms and ``shallProcessUpdates = "yes"`` as true."""
+    from pydantic import ValidationError
+
+    from gridstream.connect.config import SourceConnectorConfig
+
+    raw = {"name": "s", "grid": {"kind": "space", "data_dir": "/d", "space_name": "x"},
+           "checkpoint": "/tmp/c", option: value}
+    with pytest.raises(ValidationError, match=reason):
+        SourceConnectorConfig.model_validate(raw)
+
+
+def test_flags_and_numbers_as_text_still_read_as_properties_files_write_them() -> None:
+    from gridstream.connect.config import SinkConnectorConfig
+
+    raw = {"name": "s", "grid": {"kind": "hazelcast"}, "checkpoint": "/tmp/c", "topics": "t",
+           "shallProcessUpdates": "TRUE", "tasks.max": "2", "pushInterval": "500"}
+    config = SinkConnectorConfig.model_validate(raw)
+    assert config.shall_process_updates is True and config.tasks_max == 2
+
+
+def test_a_misspelt_option_names_the_one_it_resembles(tmp_path: Any) -> None:
+    from gridstream.connect.properties import load_properties_file
+    from gridstream.pipeline_config import load_config
+
+    toml = tmp_path / "run.toml"
+    toml.write_text('[[connector]]\nkind = "source"\nname = "s"\ncheckpoint = "/tmp/ck"\n'
+                    'pollIntervall = 200\n'
+                    'grid = { kind = "space", data_dir = "/tmp/d", space_name = "x" }\n')
+    with pytest.raises(ConfigError, match=r"pollIntervall: .*did you mean 'pollInterval'"):
+        load_config(toml)
+    props = tmp_path / "c.properties"
+    props.write_text("name=s\nconnector.class=GridSourceConnector\ncheckpoint=/tmp/ck\n"
+                     "grid.kind=space\ngrid.data_dir=/tmp/d\ngrid.space_name=x\n"
+                     "shallLoadInitialDta=false\n")
+    with pytest.raises(ConfigError, match="did you mean 'shallLoadInitialData'"):
+        load_properties_file(props)
