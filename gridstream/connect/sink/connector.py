@@ -63,6 +63,7 @@ from gridstream.spark.kafka_source import (
     client_options,
     source_options,
 )
+from gridstream.spark.owner import claim_checkpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -157,6 +158,7 @@ class SinkConnector(Connector):
 
     def start(self, spark: SparkSession) -> StreamingQuery:
         self.failure = None
+        claim_checkpoint(self.config.checkpoint, "sink connector", self.name)
         self.open()
         writer = (self.source(spark).writeStream.queryName(self.name)
                   .option("checkpointLocation", self.config.checkpoint)

@@ -35,6 +35,7 @@ from gridstream.errors import ConfigError, RecordError
 from gridstream.kafka import KafkaProperties, redact
 from gridstream.spark.config import parse_trigger
 from gridstream.spark.kafka_writer import PRODUCER_DEFAULTS, KafkaExactlyOnceWriter
+from gridstream.spark.owner import claim_checkpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -153,6 +154,7 @@ class SourceConnector(Connector):
 
     def start(self, spark: SparkSession) -> StreamingQuery:
         self.failure = None
+        claim_checkpoint(self.config.checkpoint, "source connector", self.name)
         writer = (self.stream(spark).writeStream.queryName(self.name)
                   .option("checkpointLocation", self.config.checkpoint)
                   .foreachBatch(self._handle)
