@@ -30,6 +30,7 @@ from gridstream.spark.config import parse_trigger
 from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 
 __all__ = [
+    "GET_PAST",
     "ConnectorConfig",
     "ConverterConfig",
     "DeliveryGuarantee",
@@ -293,6 +294,11 @@ class ConverterConfig(BaseModel):
                                  f"'avro' (not {self.value!r})")
         return self
 
+
+GET_PAST = ("to get past it: errorHandlingPolicy LOG_ONLY (errors.tolerance=all) skips and "
+            "logs bad records, DEAD_LETTER with deadLetterTopic "
+            "(errors.deadletterqueue.topic.name) keeps them in a topic")
+"""What a connector stopped by a bad record says to do about it."""
 
 _POLICY_NAMES = ("error_handling_policy", "errorHandlingPolicy", "errors.tolerance")
 _DEAD_LETTER_NAMES = ("dead_letter_topic", "deadLetterTopic", "errors.deadletterqueue.topic.name")

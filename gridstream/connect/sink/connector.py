@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from gridstream.connect.base import Connector, ConnectorReport
 from gridstream.connect.config import (
+    GET_PAST,
     ErrorHandling,
     HazelcastGridSettings,
     KeyPolicy,
@@ -275,7 +276,7 @@ class SinkConnector(Connector):
         count = int(bad.count())
         raise RecordError(f"{first['reason']} ({count} bad record(s) in batch {batch_id}; "
                           f"errorHandlingPolicy STOP_TASK: {applied}, its "
-                          "offsets not committed)", where=_where(first),
+                          f"offsets not committed; {GET_PAST})", where=_where(first),
                           stage=first["stage"]) from failure
 
     def _apply(self, ok: DataFrame) -> int:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gridstream.connect.base import Connector, ConnectorReport
-from gridstream.connect.config import DeliveryGuarantee, SourceConnectorConfig
+from gridstream.connect.config import GET_PAST, DeliveryGuarantee, SourceConnectorConfig
 from gridstream.connect.filters import allowed_modules, load_filter
 from gridstream.connect.source import produce
 from gridstream.connect.source.datasource import FORMAT, GridSourceDataSource, source_options
@@ -214,7 +214,8 @@ class SourceConnector(Connector):
         stage, _, message = str(reason).partition(": ")
         raise RecordError(f"{message} (source connector {self.name!r}, "
                           f"errorHandlingPolicy STOP_TASK: {count} bad record(s) in the batch; "
-                          "the position is not advanced)", where=str(where), stage=stage)
+                          f"the position is not advanced; {GET_PAST})", where=str(where),
+                          stage=stage)
 
     def _log_skipped(self, reports: list[dict[str, Any]], count: int) -> None:
         samples = [s for r in sorted(reports, key=lambda r: r["slot"]) for s in r["samples"]]

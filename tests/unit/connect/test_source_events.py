@@ -65,3 +65,20 @@ def test_events_of_a_batch_whose_write_failed_are_not_kept(
     assert connector.skipped_while_down == {"orders": 6}
     assert [e.kind for e in connector.events] == ["skipped"]
     assert report.written == 2 and "6 changes" in report.note
+
+
+def test_a_record_the_policy_stops_on_is_named_with_how_to_get_past_it() -> None:
+    from gridstream.errors import RecordError
+
+    config = SourceConnectorConfig.model_validate({
+        "name": "s", "grid": {"kind": "space", "data_dir": "/d", "space_name": "x"},
+        "checkpoint": "/tmp/c", "deliveryGuarantee": "at_least_once"})
+    connector = SourceConnector(config, bootstrap_servers="127.0.0.1:1")
+    bad = {"slot": 0, "counts": {"error": 2, "ok": 5}, "gaps": {}, "events": [],
+           "samples": [], "error": ["nc/k7", "convert: value is not JSON", "nc"],
+           "written": 5, "committed_earlier": False}
+    with pytest.raises(RecordError) as caught:
+        connector.process_batch(_Rows([bad], [False]), 3)  # type: ignore[arg-type]
+    text = str(caught.value)
+    assert "nc/k7" in text and "value is not JSON" in text and "2 bad record(s)" in text
+    assert "errors.tolerance=all" in text and "deadLetterTopic" in text
