@@ -13,6 +13,7 @@ import contextlib
 import json
 import shutil
 import tempfile
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -231,6 +232,8 @@ class PipelineJob:
                 if real_time and self._compiled.python_passes:
                     _check_allowlist_off(spark, self.name)
                 self._query = self.sink.start(self._compiled.flow, context, self._on_batch)
+                if real_time:  # the settings stay until the query has read them
+                    _await_sources(self._query)
         except GridstreamError as exc:
             self._failure = exc
             raise
@@ -313,6 +316,25 @@ def _check_allowlist_off(spark: SparkSession, name: str) -> None:
 _NOT_LISTED = ("4.2's real-time mode does not list MapInArrowExec among its operators; "
                "real_time_python=True runs them anyway in a session built with the "
                "allow-list check off (at your own risk, Spark says)")
+
+
+_INITIALIZING = ("Initializing StreamExecution", "Initializing sources")
+"""Spark's status messages before a query's plan (and so its sources) is resolved."""
+_SOURCES_WAIT_S = 120.0
+
+
+def _await_sources(query: StreamingQuery) -> None:
+    """Until the query has chosen its sources. Spark resolves a streaming query's plan —
+    and reads which Kafka reader to use from the *starting* session's settings — in the
+    query's own thread, after ``start`` returned; settings restored before that (under
+    load, the suite's) made a real-time query take the V1 reader and fail with
+    ``STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED``."""
+    deadline = time.monotonic() + _SOURCES_WAIT_S
+    while query.isActive and query.status.get("message") in _INITIALIZING:
+        if time.monotonic() > deadline:
+            raise SparkError(f"query {query.name!r} did not get past initializing its "
+                             f"sources in {_SOURCES_WAIT_S:g}s")
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
