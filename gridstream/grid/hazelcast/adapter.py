@@ -12,7 +12,6 @@ which ``read_changes`` detects and reports as ``PositionLostError``.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +39,10 @@ from gridstream.grid.contract import (
 )
 from gridstream.grid.hazelcast import _codec, _journal, _writes
 from gridstream.grid.hazelcast._codec import JournalEvent
+from gridstream.grid.hazelcast._positions import allocate as _allocate
+from gridstream.grid.hazelcast._positions import mark as _mark
+from gridstream.grid.hazelcast._positions import marks_of as _marks
+from gridstream.grid.hazelcast._positions import start_partition as _start_partition
 
 __all__ = ["HazelcastAdapter", "HazelcastGridConfig"]
 
@@ -424,60 +427,6 @@ def _check_seq(cache: str, p: int, seq: int, bounds: _journal.Bounds) -> None:
             f"stored sequence {seq} (the map was destroyed or the journal reset)",
             cache=cache, detail="ahead",
         )
-
-
-def _mark(event: JournalEvent) -> str:
-    """A journal event's fingerprint: its type, key and new value."""
-    digest = hashlib.blake2b(digest_size=8)
-    digest.update(event.event_type.to_bytes(4, "big", signed=True))
-    for data in (event.key, event.new_value):
-        raw = b"" if data is None else bytes(data.buffer)
-        digest.update(len(raw).to_bytes(8, "big"))
-        digest.update(raw)
-    return digest.hexdigest()
-
-
-def _marks(cache: str, position: Position, nexts: dict[int, int]) -> dict[int, str]:
-    """The position's marks by partition; a mark needs a stored sequence after 0."""
-    try:
-        marks = {int(stream): mark for stream, mark in position.marks.items()}
-    except ValueError as exc:
-        raise ConfigError(
-            f"cache {cache!r}: position marks must name partition ids: {exc}"
-        ) from exc
-    if any(p not in nexts or nexts[p] < 1 for p in marks):
-        raise ConfigError(f"cache {cache!r}: a position mark names no stored sequence after 0")
-    return marks
-
-
-def _start_partition(nexts: dict[int, int]) -> int:
-    """Where a read's fair share starts: from the position itself (it moves on with every
-    change read), so successive reads rotate even when each opens a new adapter."""
-    return sum(nexts.values())
-
-
-def _allocate(
-    pending: dict[int, int], budget: int, cursor: int, count: int
-) -> tuple[dict[int, int], int]:
-    """Share ``budget`` fairly among partitions with pending events, starting at ``cursor``
-    (turns rotate between calls); at most one journal read per partition."""
-    left = {p: min(n, _journal.MAX_READ) for p, n in pending.items() if n > 0}
-    order = sorted(left, key=lambda p: (p - cursor) % count)
-    sizes: dict[int, int] = {}
-    furthest = -1  # the furthest partition served, counted from the cursor
-    while budget > 0 and left:
-        share = max(1, budget // len(left))
-        for p in [q for q in order if q in left]:
-            if budget == 0:
-                break
-            take = min(share, left[p], budget)
-            sizes[p] = sizes.get(p, 0) + take
-            left[p] -= take
-            budget -= take
-            furthest = max(furthest, (p - cursor) % count)
-            if left[p] == 0:
-                del left[p]
-    return sizes, (cursor + furthest + 1) % count
 
 
 def _change(
