@@ -4,6 +4,8 @@ share a span."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,22 +43,27 @@ def _all(adapter: SpaceAdapter, caches: list[str], start: Position, size: int
         position = batch.position
 
 
+@contextlib.contextmanager
+def _filled(data_dir: Path) -> Iterator[tuple[Space, SpaceAdapter, Position]]:
+    """A Space whose log holds ``_fill``'s changes after a first write, an open adapter
+    over it, and the position before the changes."""
+    with Space.embedded("s", data_dir=data_dir, fsync="never") as space:
+        space.write(SpaceDocument("A", {"id": "first", "n": -1}))
+        with SpaceAdapter(SpaceGridConfig(str(data_dir), "s"), space=space) as adapter:
+            start = adapter.start_position("A")
+            _fill(space)
+            yield space, adapter, start
+
+
 @pytest.mark.parametrize("size", [1, 7, 5000])
 def test_one_read_of_the_log_gives_every_cache_what_its_own_read_gives(
         tmp_path: Path, size: int) -> None:
-    with Space.embedded("s", data_dir=tmp_path, fsync="never") as space:
-        start = None
-        space.write(SpaceDocument("A", {"id": "first", "n": -1}))
-        adapter = SpaceAdapter(SpaceGridConfig(str(tmp_path), "s"), space=space)
-        adapter.open()
-        try:
-            start = adapter.start_position("A")
-            _fill(space)
-            together = _all(adapter, ["A", "B", "C"], start, size)
-            alone = {c: _all(SpaceAdapter(SpaceGridConfig(str(tmp_path), "s"), space=space)
-                             .__enter__(), [c], start, size) for c in "ABC"}
-        finally:
-            adapter.close()
+    with _filled(tmp_path) as (space, adapter, start):
+        together = _all(adapter, ["A", "B", "C"], start, size)
+        alone = {}
+        for cache in "ABC":
+            with SpaceAdapter(SpaceGridConfig(str(tmp_path), "s"), space=space) as own:
+                alone[cache] = _all(own, [cache], start, size)
     assert [c.seq for c in together] == sorted(c.seq for c in together)
     for cache in "ABC":
         mine = [c for c in together if c.cache == cache]
@@ -89,23 +96,15 @@ def test_a_read_with_a_stop_leaves_the_kept_state_there_for_the_next_batch(
     whole before the log's retained start)."""
     from gridstream.grid import space as space_module
 
-    with Space.embedded("s", data_dir=tmp_path, fsync="never") as space:
-        space.write(SpaceDocument("A", {"id": "first", "n": -1}))
-        adapter = SpaceAdapter(SpaceGridConfig(str(tmp_path), "s"), space=space)
-        adapter.open()
-        try:
-            start = adapter.start_position("A")
-            _fill(space)
-            end = adapter.end_position("A")
-            stop = Position(start.lineage, {"log": start.next_seqs["log"] + 40})
-            first = adapter.read_shared(["A", "B"], start, 5000, stop)
-            assert first.position == stop and all(c.seq < 40 + start.next_seqs["log"]
-                                                  for c in first.changes)
-            rebuilt: list[str] = []
-            real = space_module.rebuild
-            monkeypatch.setattr(space_module, "rebuild",
-                                lambda *a, **k: rebuilt.append(a[1]) or real(*a, **k))
-            rest = adapter.read_shared(["A", "B"], stop, 5000, end)
-            assert rebuilt == [] and rest.changes
-        finally:
-            adapter.close()
+    with _filled(tmp_path) as (_, adapter, start):
+        end = adapter.end_position("A")
+        stop = Position(start.lineage, {"log": start.next_seqs["log"] + 40})
+        first = adapter.read_shared(["A", "B"], start, 5000, stop)
+        assert first.position == stop and all(c.seq < 40 + start.next_seqs["log"]
+                                              for c in first.changes)
+        rebuilt: list[str] = []
+        real = space_module.rebuild
+        monkeypatch.setattr(space_module, "rebuild",
+                            lambda *a, **k: rebuilt.append(a[1]) or real(*a, **k))
+        rest = adapter.read_shared(["A", "B"], stop, 5000, end)
+        assert rebuilt == [] and rest.changes
