@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COLUMNS", "H1", "H2", "Marker", "MarkerScan", "SlotPlan", "SlotTxn",
            "check_layout", "close_producer", "decide", "marker_key", "marker_partition",
-           "new_producer", "open_slot", "run_task", "transactional_id"]
+           "new_producer", "open_slot", "produce_waiting", "run_task", "transactional_id"]
 
 COLUMNS = ("key", "value", "topic", "partition", "headers")
 """The columns of Spark's Kafka sink that a row may have."""
@@ -224,7 +224,7 @@ class SlotTxn:
             # the marker partition joins the transaction only at its end (a reader of it
             # waits for the transaction's end); a fenced producer fails at the latest in
             # commit_transaction, before anything of it is committed
-            _wait_and_produce(self.producer, plan.marker_topic, done.encode(),
+            produce_waiting(self.producer, plan.marker_topic, done.encode(),
                               marker_key(plan.query_id, self.slot),
                               partition=marker_partition(plan.query_id, self.slot,
                                                          plan.marker_partitions))
@@ -429,7 +429,7 @@ def _produce(producer: Producer, plan: SlotPlan, cols: dict[str, list[Any]]) -> 
             try:
                 produce(topic, v, k)
             except BufferError:
-                _wait_and_produce(producer, topic, v, k)
+                produce_waiting(producer, topic, v, k)
         return
     topics = cols.get("topic") or [plan.topic] * len(values)
     parts = cols.get("partition") or [None] * len(values)
@@ -438,11 +438,12 @@ def _produce(producer: Producer, plan: SlotPlan, cols: dict[str, list[Any]]) -> 
         kwargs: dict[str, Any] = {"partition": -1 if p is None else p}
         if h:
             kwargs["headers"] = [(e["key"], e["value"]) for e in h]
-        _wait_and_produce(producer, t or plan.topic, v, k, **kwargs)
+        produce_waiting(producer, t or plan.topic, v, k, **kwargs)
 
 
-def _wait_and_produce(producer: Producer, topic: str | None, value: Any, key: Any,
-                      **kwargs: Any) -> None:
+def produce_waiting(producer: Producer, topic: str | None, value: Any, key: Any,
+                    **kwargs: Any) -> None:
+    """``producer.produce``, waiting (serving delivery reports) while its queue is full."""
     if topic is None:
         raise SparkError("a row has no topic and the writer no default topic")
     while True:

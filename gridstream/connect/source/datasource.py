@@ -57,6 +57,7 @@ from gridstream.connect.source.read import (
     SCHEMA_DDL,
     RecordMaker,
     RowBuffer,
+    Rows,
     read_work,
     shared_works,
 )
@@ -328,9 +329,7 @@ class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         if not works:
             rows = RowBuffer()
-            for event in events:
-                rows.add(None, None, None, None, "event", event["cache"], event["kind"],
-                         orjson.dumps(event).decode())
+            _add_events(rows, events)
             yield rows.take()
             return
         maker = _worker_maker(self.config, self.allowed, time_ms)
@@ -352,9 +351,7 @@ class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                      produce.origin(payload), self.config.dead_letter_topic)
         try:
             if not works:
-                for event in events:
-                    rows.add(None, None, None, None, "event", event["cache"], event["kind"],
-                             orjson.dumps(event).decode())
+                _add_events(rows, events)
             else:
                 maker = _worker_maker(self.config, self.allowed, time_ms)
                 for _ in read_work(works, lambda fresh: _worker_adapter(self.config, fresh),
@@ -427,6 +424,13 @@ class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 # ---------------------------------------------------------------- per worker process
+
+
+def _add_events(rows: Rows, events: list[dict[str, str]]) -> None:
+    """One ``event`` row per event of the batch (``reason``: the event as JSON)."""
+    for event in events:
+        rows.add(None, None, None, None, "event", event["cache"], event["kind"],
+                 orjson.dumps(event).decode())
 
 
 def _slot_plan(spec: produce.SinkSpec, properties: KafkaProperties, context: Any) -> SlotPlan:

@@ -33,7 +33,7 @@ from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import kafka_error
 from gridstream.spark import _producers
-from gridstream.spark._kafka_slots import Marker, SlotPlan, SlotTxn, open_slot
+from gridstream.spark._kafka_slots import Marker, SlotPlan, SlotTxn, open_slot, produce_waiting
 
 __all__ = ["BATCH_PROPERTY", "PRODUCER_OPTION", "SINK_OPTION", "ProducingRows", "SinkSpec",
            "batch_plan", "origin", "plan_from"]
@@ -161,23 +161,19 @@ class ProducingRows:
         producer = self._open()
         if producer is None:
             return
-        if topic is None:
-            raise SparkError("a record without a topic (a dead letter needs "
-                             "errors.deadletterqueue.topic.name)")
+        if topic is None:  # the config refuses DEAD_LETTER without a topic
+            raise SparkError("a record without a topic")
         if topic not in self._topics:
             _ensure_topic(self.properties, topic, self.spec.topic_partitions
                           if topic != self.dead_letter_topic else -1)
             self._topics.add(topic)
         heads: list[tuple[str, str | bytes | None]] | None = list(headers) if headers else None
-        while True:
-            try:
-                producer.produce(topic, value, key, headers=heads, on_delivery=self._delivered)
-                break
-            except BufferError:
-                producer.poll(0.05)
-            except KafkaException as exc:
-                raise kafka_error(f"slot {self.slot}: cannot produce to {topic!r}", exc,
-                                  self.properties.client_config()) from exc
+        try:
+            produce_waiting(producer, topic, value, key, headers=heads,
+                            on_delivery=self._delivered)
+        except KafkaException as exc:
+            raise kafka_error(f"slot {self.slot}: cannot produce to {topic!r}", exc,
+                              self.properties.client_config()) from exc
         self.written += 1
 
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:
