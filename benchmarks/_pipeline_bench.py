@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from benchmarks._spark_bench import read_to_end
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -90,42 +92,18 @@ def check_output(topic: str, records: int, *, exactly_once: bool) -> dict[str, i
     every number present, each value its input uppercased, the key unchanged; under
     ``exactly_once`` no duplicates either. ``AssertionError`` otherwise (a side that
     wrote nothing fails here). Returns the counts."""
-    consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": uuid.uuid4().hex,
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
     seen = bytearray(records)
     total = wrong = 0
-    try:
-        parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        open_parts = set(parts)
-        idle_since = time.monotonic()
-        while open_parts:
-            # short waits: consume() returns early only once it has 10 000 records
-            msgs = consumer.consume(10_000, timeout=0.2)
-            if not msgs:
-                if time.monotonic() - idle_since > 10:
-                    raise AssertionError(f"{topic}: no end of partitions {sorted(open_parts)}")
-                continue
-            idle_since = time.monotonic()
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == -191:  # _PARTITION_EOF
-                        open_parts.discard(m.partition())
-                        continue
-                    raise KafkaException(err)
-                total += 1
-                value = m.value() or b""
-                number = int(value[:12]) if value[:12].isdigit() else -1
-                if (not 0 <= number < records or value[12:] != b"-" + UPPER_FILLER
-                        or m.key() != b"%d" % number):
-                    wrong += 1
-                    continue
-                if seen[number] < 255:
-                    seen[number] += 1
-    finally:
-        consumer.close()
+    for m in read_to_end(topic, BOOTSTRAP):
+        total += 1
+        value = m.value() or b""
+        number = int(value[:12]) if value[:12].isdigit() else -1
+        if (not 0 <= number < records or value[12:] != b"-" + UPPER_FILLER
+                or m.key() != b"%d" % number):
+            wrong += 1
+            continue
+        if seen[number] < 255:
+            seen[number] += 1
     missing = seen.count(0)
     duplicates = total - wrong - (records - missing)
     counts = {"records": total, "missing": missing, "duplicates": duplicates,

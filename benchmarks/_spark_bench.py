@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import Producer
@@ -75,3 +75,36 @@ def timed(fn: Callable[[], Any]) -> float:
     started = time.perf_counter()
     fn()
     return time.perf_counter() - started
+
+
+def read_to_end(topic: str, bootstrap: str = BOOTSTRAP) -> Iterator[Any]:
+    """Every record of ``topic`` a ``read_committed`` consumer sees, each partition read
+    to its end (``AssertionError`` if one gives nothing for 10 s before its end)."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    try:
+        parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        open_parts = set(parts)
+        idle_since = time.monotonic()
+        while open_parts:
+            # short waits: consume() returns early only once it has 10 000 records
+            msgs = consumer.consume(10_000, timeout=0.2)
+            if not msgs:
+                if time.monotonic() - idle_since > 10:
+                    raise AssertionError(f"{topic}: no end of partitions {sorted(open_parts)}")
+                continue
+            idle_since = time.monotonic()
+            for m in msgs:
+                err = m.error()
+                if err is None:
+                    yield m
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    open_parts.discard(m.partition())
+                else:
+                    raise KafkaException(err)
+    finally:
+        consumer.close()

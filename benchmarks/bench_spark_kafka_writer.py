@@ -22,7 +22,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,10 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from benchmarks import _smoke
-from benchmarks._spark_bench import BOOTSTRAP, delete_topic, make_topic, timed
+from benchmarks._spark_bench import BOOTSTRAP, delete_topic, make_topic, read_to_end, timed
 from gridstream.spark import get_spark
 from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
 
@@ -55,32 +54,7 @@ def _fill(topic: str, rows: int, value_bytes: int) -> None:
 
 def _count(topic: str) -> int:
     """Records of ``topic`` a read_committed consumer sees (to each partition's end)."""
-    consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": uuid.uuid4().hex,
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
-    try:
-        parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        open_parts, seen = set(parts), 0
-        idle_since = time.monotonic()
-        while open_parts:
-            # short waits: consume() returns early only once it has 10 000 records
-            msgs = consumer.consume(10_000, timeout=0.2)
-            if not msgs:
-                if time.monotonic() - idle_since > 10:
-                    raise AssertionError(f"{topic}: no end of partitions {sorted(open_parts)}")
-                continue
-            idle_since = time.monotonic()
-            for m in msgs:
-                err = m.error()
-                if err is None:
-                    seen += 1
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    open_parts.discard(m.partition())
-                else:
-                    raise KafkaException(err)
-        return seen
-    finally:
-        consumer.close()
+    return sum(1 for _ in read_to_end(topic))
 
 
 def _source(spark: Any, topic: str) -> Any:
