@@ -4,6 +4,7 @@ and the task that writes (or skips) one slot (see ``kafka_writer``)."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 import zlib
 from collections.abc import Iterator, Mapping
@@ -24,8 +25,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["COLUMNS", "H1", "H2", "Marker", "MarkerScan", "SlotPlan", "SlotTxn",
-           "check_layout", "close_producer", "decide", "marker_key", "marker_partition",
-           "new_producer", "open_slot", "produce_waiting", "run_task", "transactional_id"]
+           "close_producer", "content_of", "decide", "marker_key", "marker_partition",
+           "match_slots", "new_producer", "open_slot", "produce_waiting", "run_task",
+           "transactional_id"]
 
 COLUMNS = ("key", "value", "topic", "partition", "headers")
 """The columns of Spark's Kafka sink that a row may have."""
@@ -89,8 +91,8 @@ def decide(marker: Marker | None, batch_id: int, slots: int | None, records: int
         if marker.content == content:
             return False
         raise SparkError(
-            f"batch {batch_id} re-runs slot {marker.slot} with another origin than it "
-            f"committed ({content} now, {marker.content} then): the batch's input is not "
+            f"batch {batch_id} re-runs slot {marker.slot} with another origin or content "
+            f"than it committed ({content} now, {marker.content} then): the batch's input is not "
             "deterministic; refusing to write rows twice or to lose them")
     if (marker.slots, marker.records, marker.content) != (slots, records, content):
         raise SparkError(
@@ -101,26 +103,47 @@ def decide(marker: Marker | None, batch_id: int, slots: int | None, records: int
     return False
 
 
-def check_layout(markers: Mapping[int, Marker], batch_id: int,
-                 slots: Mapping[int, tuple[int, str]]) -> None:
-    """The driver's check before any task runs: ``SparkError`` if a marker of the query
-    (``{slot: marker}``, every slot found) is ahead of the batch, or if a marker of this
-    batch was committed under another slot layout than ``slots`` (``{partition: (slot,
-    content)}``) — another slot count, or other rows in a slot."""
-    ahead = sorted((m for m in markers.values() if m.batch > batch_id), key=lambda m: m.slot)
-    if ahead:
-        decide(ahead[0], batch_id, len(slots), ahead[0].records, ahead[0].content)
-    contents = dict(slots.values())
-    for marker in sorted((m for m in markers.values() if m.batch == batch_id),
-                         key=lambda m: m.slot):
-        if marker.slots != len(slots) or contents.get(marker.slot) != marker.content:
+def content_of(rows: int, h1: int, h2: int) -> str:
+    """A partition's content: its row count and the sums of its rows' two hashes."""
+    return f"{rows}:{h1:x}:{h2:x}"
+
+
+def match_slots(stats: list[tuple[int, int, int, int]], markers: Mapping[int, Marker],
+                batch_id: int) -> dict[int, tuple[int, str]]:
+    """``(partition, rows, hash1, hash2)`` of each partition and the markers an earlier
+    run committed for this batch (``{slot: marker}``) → ``{partition: (slot, content)}``
+    for the non-empty partitions: a partition whose content a marker holds takes that
+    marker's slot (its task finds it committed and skips); the others take, in the
+    order of their contents, the slots no marker of the batch holds (so no committed
+    marker is ever overwritten). ``SparkError`` when a marker's content is in no
+    partition: the batch's rows are not those it committed, or are split into
+    partitions differently (refused before any slot writes)."""
+    ranked = sorted((content_of(rows, h1, h2), part)
+                    for part, rows, h1, h2 in stats if rows > 0)
+    waiting: dict[str, list[int]] = {}
+    for content, part in ranked:
+        waiting.setdefault(content, []).append(part)
+    slots: dict[int, tuple[int, str]] = {}
+    for marker in sorted(markers.values(), key=lambda m: m.slot):
+        if marker.batch != batch_id:
+            continue
+        parts = waiting.get(marker.content)
+        if not parts:
             raise SparkError(
                 f"batch {batch_id} was committed (in part or in whole) under another slot "
-                f"layout than its re-run has (committed: slot {marker.slot} of "
-                f"{marker.slots}, {marker.records} rows; now {len(slots)} slots): its input "
-                "is not deterministic, or its rows are split into partitions differently "
-                "now (restore the first run's partitioning, e.g. the source's "
-                "minPartitions); refused before any slot writes, to write no row twice")
+                f"layout than its re-run has (committed: slot {marker.slot}, "
+                f"{marker.records} rows, content {marker.content}, found in no partition "
+                f"of the {len(ranked)} now): its input is not deterministic, or its rows "
+                "are split into partitions differently now (restore the first run's "
+                "partitioning, e.g. the source's minPartitions); refused before any slot "
+                "writes, to write no row twice")
+        slots[parts.pop(0)] = (marker.slot, marker.content)
+    held = {slot for slot, _ in slots.values()}
+    free = (slot for slot in itertools.count() if slot not in held)
+    for content, part in ranked:
+        if part not in slots:
+            slots[part] = (next(free), content)
+    return slots
 
 
 @dataclass(frozen=True)
@@ -145,6 +168,11 @@ class SlotPlan:
     only for the batch right after one this writer completed in the same run: no
     earlier run can have written it (Spark plans a batch only after committing the one
     before). A task that is a retry checks whatever this says."""
+    partitioned: bool = False
+    """Slot = the task's partition index, content summed while the rows are written
+    (``slots`` empty, ``check`` off: the batch right after one this writer completed in
+    the same run, which no earlier run can have written); a re-run of the batch matches
+    the markers by content (``match_slots``)."""
 
 
 _READERS: dict[tuple[str, str, int], _MarkerReader] = {}
@@ -235,15 +263,16 @@ class SlotTxn:
 
 
 def open_slot(plan: SlotPlan, slot: int, content: str, *, slots: int | None = None,
-              records: int | None = None) -> SlotTxn | None:
+              records: int | None = None, checked: bool = False) -> SlotTxn | None:
     """Slot ``slot``'s transaction begun with this worker's producer of its id, or None
     when an earlier run committed the slot (its marker: read when the plan or a task
-    retry asks for it; ``slots`` and ``records`` as ``decide`` takes them)."""
+    retry asks for it, unless the caller ``checked`` it; ``slots`` and ``records`` as
+    ``decide`` takes them)."""
     txn_id = transactional_id(plan.prefix, slot)
     producer = _producers.transactional(
         plan.properties, txn_id, lambda: new_producer(plan.properties, txn_id, plan.timeout_s))
     try:
-        if plan.check or _is_retry():
+        if not checked and (plan.check or _is_retry()):
             key = marker_key(plan.query_id, slot)
             marker = _newest(plan.committed.get(slot), _reader(plan, slot).get(key, plan.wait_s))
             if not decide(marker, plan.batch_id, slots, records, content):
@@ -361,12 +390,14 @@ def _reader(plan: SlotPlan, slot: int) -> _MarkerReader:
 def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """One Spark task: write its slot's rows and marker in one transaction, or skip them
     when an earlier run committed them."""
-    import pyarrow as pa
     from pyspark import TaskContext
 
     context = TaskContext.get()
     if context is None:
         raise SparkError("the exactly-once writer must run inside a Spark task")
+    if plan.partitioned:
+        yield from _run_partitioned(plan, context.partitionId(), batches)
+        return
     found = plan.slots.get(context.partitionId())
     if found is None:  # empty when counted: must still be
         if any(batch.num_rows for batch in batches):
@@ -375,15 +406,45 @@ def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
         return
     slot, content = found
     expected = int(content.split(":", 1)[0])
-    txn = open_slot(plan, slot, content, slots=len(plan.slots), records=expected)
+    txn = open_slot(plan, slot, content)
     if txn is None:  # an earlier run committed the slot: check its rows, write nothing
         _check(plan, content, _sums(batches, None, plan))
     else:
         with txn.failing():
             _check(plan, content, _sums(batches, txn.producer, plan))
         txn.commit(expected)
-    yield pa.RecordBatch.from_pylist(
-        [{"slot": slot, "records": expected, "skipped": txn is None}],
+    yield _result(slot, expected, txn is None)
+
+
+def _run_partitioned(plan: SlotPlan, slot: int, batches: Iterator[pa.RecordBatch]
+                     ) -> Iterator[pa.RecordBatch]:
+    """A task of a ``partitioned`` plan: an empty partition writes nothing (no marker);
+    a retry whose earlier attempt committed finds the marker and checks its rows."""
+    first = next((batch for batch in batches if batch.num_rows), None)
+    if first is None:
+        return
+    rows = itertools.chain([first], batches)
+    if _is_retry():
+        marker = _reader(plan, slot).get(marker_key(plan.query_id, slot), plan.wait_s)
+        if marker is not None and marker.batch >= plan.batch_id:
+            content = _sums(rows, None, plan)
+            decide(marker, plan.batch_id, None, None, content)  # refuses any other
+            yield _result(slot, marker.records, True)
+            return
+    txn = open_slot(plan, slot, "", checked=True)
+    assert txn is not None  # unchecked: always opened
+    with txn.failing():
+        txn.content = _sums(rows, txn.producer, plan)
+    records = int(txn.content.split(":", 1)[0])
+    txn.commit(records, slots=0)
+    yield _result(slot, records, False)
+
+
+def _result(slot: int, records: int, skipped: bool) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pylist(
+        [{"slot": slot, "records": records, "skipped": skipped}],
         schema=pa.schema([("slot", pa.int32()), ("records", pa.int64()),
                           ("skipped", pa.bool_())]))
 
@@ -414,7 +475,7 @@ def _sums(batches: Iterator[pa.RecordBatch], producer: Producer | None, plan: Sl
         if producer is not None:
             _produce(producer, plan, {name: batch.column(i).to_pylist()
                                       for i, name in enumerate(names) if name in COLUMNS})
-    return f"{records}:{h1:x}:{h2:x}"
+    return content_of(records, h1, h2)
 
 
 def _produce(producer: Producer, plan: SlotPlan, cols: dict[str, list[Any]]) -> None:

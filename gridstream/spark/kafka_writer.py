@@ -6,27 +6,31 @@ from the executors (``mapInArrow``; each task through its Python worker's produc
 the slot's transactional id, kept across batches: ``_producers``) in Kafka
 transactions.
 
-Spark does not keep a re-run batch's rows in the same partitions (its Kafka source may
-order a batch's topic-partitions differently after a restart), so a task is known by
-its *content*: a first, JVM-only pass counts each partition's rows and sums two hashes
-of them; the non-empty partitions, ranked by (count, hashes), get *slots* 0..n-1 — the
-same slots for the same rows in any run. Then slot ``s``:
+A batch that follows one this writer completed in the same run of the query (Spark
+plans batch n + 1 only after committing batch n) cannot have been written before: it is
+written in ONE pass, slot ``s`` = partition ``s``, and each task sums its rows' two
+hashes while it produces them. Slot ``s``:
 
-- writes its rows and a *commit marker* — key ``<query id>/<s>``, value: batch id, slot
-  count, rows, content hash — in ONE transaction, the marker to a compacted topic;
+- writes its rows and a *commit marker* — key ``<query id>/<s>``, value: batch id, rows,
+  *content* (row count and hash sums) — in ONE transaction, the marker to a compacted
+  topic;
 - uses the transactional id ``<prefix>-<s>`` (prefix from the writer's name and the
   query's id, which lives in the checkpoint; never the attempt number), so any later
   producer of the slot fences an earlier one and aborts what it left open;
-- reads its marker ``read_committed`` (after the id's ``init_transactions``, once per
-  worker and id) whenever an earlier run may have written the batch — the query's
-  first batch in this writer, a batch not right after one it completed in the same
-  run, a task retry: a marker for this batch (same content) means an earlier run
-  committed it: skipped, never written twice;
-- on its first batch the driver initialises every slot's id, aborting transactions left
-  open by an earlier run before any task starts;
-- before any task of a batch runs, the driver reads every marker of the query from all
-  partitions of the marker topic: a batch committed (in part) under another slot layout,
-  or a marker ahead of the batch, is refused before any slot writes.
+- on a task retry, reads its marker ``read_committed``: a marker of this batch means the
+  earlier attempt committed it (the rows are checked, nothing written).
+
+Any other batch — the query's first in this writer, or one that may be a re-run after a
+crash — may have been written in part. Spark does not keep a re-run batch's rows in the
+same partitions (its Kafka source may order a batch's topic-partitions differently
+after a restart), so such a batch's partitions are known by their *content*: a first,
+JVM-only pass counts each partition's rows and sums two hashes of them; before any task
+starts, the driver reads every marker of the query from all partitions of the marker
+topic (a marker ahead of the batch is refused), gives each partition whose content a
+marker of the batch holds that marker's slot (its task skips it) and the others the
+slots no marker holds (``match_slots``); on the query's first batch it initialises
+every slot's id, aborting what an earlier run left open. Every task reads its marker
+again before it writes.
 
 Assumption: a batch id always holds the same rows (true for Kafka sources, whose
 offsets for each batch are in the checkpoint). A re-run whose rows differ is refused
@@ -37,6 +41,7 @@ cases: ``docs/protocol.md``.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -60,9 +65,9 @@ from gridstream.spark._kafka_slots import (
     Marker,
     MarkerScan,
     SlotPlan,
-    check_layout,
     decide,
     marker_partition,
+    match_slots,
     new_producer,
     run_task,
     transactional_id,
@@ -74,8 +79,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = ["DEFAULT_MARKER_TOPIC", "PRODUCER_DEFAULTS", "BatchResult",
-           "KafkaExactlyOnceWriter", "Marker", "assign_slots", "check_transaction_timeout",
-           "decide", "marker_partition", "transactional_id"]
+           "KafkaExactlyOnceWriter", "Marker", "check_transaction_timeout", "decide",
+           "marker_partition", "match_slots", "transactional_id"]
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +96,6 @@ _FORBIDDEN = ("transactional.id", "enable.idempotence", "acks", "transaction.tim
               "bootstrap.servers")
 """Set by the writer itself (the last two: its arguments); refused in ``properties``."""
 _RESULT_SCHEMA = "slot INT, records LONG, skipped BOOLEAN"
-
-
-def assign_slots(stats: list[tuple[int, int, int, int]]) -> dict[int, tuple[int, str]]:
-    """``(partition, rows, hash1, hash2)`` of each partition → ``{partition: (slot,
-    content)}`` for the non-empty ones, slots ranked by content (ties: equal rows)."""
-    ranked = sorted((rows, h1, h2, part) for part, rows, h1, h2 in stats if rows > 0)
-    return {part: (slot, f"{rows}:{h1:x}:{h2:x}")
-            for slot, (rows, h1, h2, part) in enumerate(ranked)}
 
 
 def check_transaction_timeout(timeout_ms: int, trigger: str | None,
@@ -172,6 +169,7 @@ class KafkaExactlyOnceWriter:
         """(query id, run id, batch id) of the last batch this writer completed, while no
         later call has failed: the next batch of that run needs no marker check."""
         self._running: tuple[str, str, int] | None = None
+        self._batch_markers: dict[int, Marker] = {}
         self.results: deque[BatchResult] = deque(maxlen=1000)
         """The last batches' results (oldest first)."""
 
@@ -187,25 +185,36 @@ class KafkaExactlyOnceWriter:
         started = time.monotonic()
         query_id = self._query_id(df)
         rows = _hashes(self._rows(df))
+        if not self._checks(df, query_id, batch_id):
+            # no earlier run can have written the batch: one pass, slot = partition
+            # index, each task sums its content while it writes (for a later re-run)
+            self.begin(df, query_id, batch_id, 0)
+            return self._write(rows, query_id, batch_id, started, None)
         if self.cache_batch:  # the ranking pass fills it, the write pass reads it
             from pyspark import StorageLevel
 
             rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            return self._write(rows, df, query_id, batch_id, started)
+            stats = _content(rows)
+            counted = time.monotonic() - started
+            self.begin(df, query_id, batch_id, len(stats))
+            slots = match_slots(stats, self._committed(batch_id), batch_id)
+            return self._write(rows, query_id, batch_id, started, slots, counted)
         finally:
             if self.cache_batch:
                 rows.unpersist()
 
-    def _write(self, rows: DataFrame, df: DataFrame, query_id: str, batch_id: int,
-               started: float) -> BatchResult:
-        slots = assign_slots(_content(rows))
-        counted = time.monotonic()
-        check = self.begin(df, query_id, batch_id, len(slots))
-        committed = self._committed(batch_id, slots) if check else {}
+    def _write(self, rows: DataFrame, query_id: str, batch_id: int, started: float,
+               slots: dict[int, tuple[int, str]] | None, counted: float = 0.0
+               ) -> BatchResult:
+        """The write pass: ``slots`` from ``match_slots`` (a batch an earlier run may
+        have written), or None (slot = partition index, no marker read)."""
+        check = slots is not None
+        committed = self._batch_markers if check else {}
         plan = SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
-                        query_id, self._prefix(query_id), batch_id, slots, self.timeout_s,
-                        self.wait_s(), committed, check)
+                        query_id, self._prefix(query_id), batch_id, slots or {},
+                        self.timeout_s, self.wait_s(), committed, check,
+                        partitioned=not check)
         try:
             done = rows.mapInArrow(lambda batches: run_task(plan, iter(batches)),
                                    _RESULT_SCHEMA).collect()
@@ -216,12 +225,18 @@ class KafkaExactlyOnceWriter:
                              f"{_task_error(exc)}") from exc
         self.completed(query_id, batch_id)
         result = BatchResult(batch_id, sum(r.records for r in done if not r.skipped),
-                             sum(r.records for r in done if r.skipped), len(slots),
-                             time.monotonic() - started, counted - started)
+                             sum(r.records for r in done if r.skipped), len(done),
+                             time.monotonic() - started, counted)
         self.results.append(result)
         log.info("writer %s batch %d: %d rows written, %d skipped (committed earlier)",
                  self.name, batch_id, result.written, result.skipped)
         return result
+
+    def _checks(self, df: DataFrame, query_id: str, batch_id: int) -> bool:
+        """Whether an earlier run may have written the batch (see ``begin``)."""
+        run = _run_id(df)
+        return (self._prepared_for != query_id or run is None
+                or self._clean != (query_id, run, batch_id - 1))
 
     def begin(self, df: DataFrame, query_id: str, batch_id: int, slots: int) -> bool:
         """Before a batch's tasks: prepare the query's first batch (``_prepare``) and say
@@ -229,10 +244,10 @@ class KafkaExactlyOnceWriter:
         writer completed the batch before it in the same run of the query (Spark's run
         id: a restarted query, even in this process, is a new run), whose next batch
         no earlier run can have written."""
+        check = self._checks(df, query_id, batch_id)
         if self._prepared_for != query_id:
             self._prepare(df, query_id, slots)
         run = _run_id(df)
-        check = run is None or self._clean != (query_id, run, batch_id - 1)
         self._clean = None  # until this batch completes: a re-run of it checks
         self._running = (query_id, run, batch_id) if run is not None else None
         return check
@@ -253,7 +268,7 @@ class KafkaExactlyOnceWriter:
         # transactions would otherwise hold back the marker reads until they time out)
         slots = df.rdd.getNumPartitions() if self._prepared_for != query_id else 1
         check = self.begin(df, query_id, batch_id, slots)
-        committed = self._committed(batch_id, None) if check else {}
+        committed = self._committed(batch_id) if check else {}
         return SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
                         query_id, self._prefix(query_id), batch_id, {}, self.timeout_s,
                         self.wait_s(), committed, check)
@@ -263,12 +278,10 @@ class KafkaExactlyOnceWriter:
         has surely aborted it (the transaction timeout, and a margin)."""
         return self.transaction_timeout_ms / 1000 + max(self.timeout_s, 10.0)
 
-    def _committed(self, batch_id: int, slots: dict[int, tuple[int, str]] | None
-                   ) -> dict[int, Marker]:
+    def _committed(self, batch_id: int) -> dict[int, Marker]:
         """Before any task runs: every marker of the query, from every partition of the
         marker topic (its partition count read again: tasks read theirs under it);
-        refuses a query ahead of the batch, and (``slots``: ranked by content) a batch
-        committed (in part) under another slot layout."""
+        refuses a query ahead of the batch; returns the batch's markers by slot."""
         assert self._admin is not None and self._scan is not None
         try:
             meta = self._admin.list_topics(self.marker_topic, timeout=self.timeout_s)
@@ -276,13 +289,11 @@ class KafkaExactlyOnceWriter:
             raise kafka_error("cannot read the marker topic's metadata", exc) from exc
         self._partitions = len(meta.topics[self.marker_topic].partitions)
         markers = self._scan.markers(self._partitions, self.wait_s())
-        if slots is not None:
-            check_layout(markers, batch_id, slots)
-        else:
-            for marker in sorted(markers.values(), key=lambda m: m.slot):
-                if marker.batch > batch_id:
-                    decide(marker, batch_id, None, None, marker.content)  # refuses
-        return {slot: m for slot, m in markers.items() if m.batch == batch_id}
+        for marker in sorted(markers.values(), key=lambda m: m.slot):
+            if marker.batch > batch_id:
+                decide(marker, batch_id, None, None, marker.content)  # refuses
+        self._batch_markers = {slot: m for slot, m in markers.items() if m.batch == batch_id}
+        return self._batch_markers
 
     def close(self) -> None:
         """Close the driver's Kafka clients (the writer reopens them if used again)."""
@@ -367,11 +378,16 @@ def _run_id(df: DataFrame) -> str | None:
 
 
 def _task_error(exc: Exception) -> str:
-    """For the message: the task's own error line (Spark wraps it in its traceback text),
+    """For the message: the task's own error line (Spark wraps it in its traceback text:
+    a gridstream error, else the last ``SomeError: …`` line of the Python traceback),
     else the first line."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     ours = [line for line in lines if line.startswith("gridstream.errors.")]
-    return (ours or lines or [type(exc).__name__])[0]
+    raised = [line for line in lines if _RAISED.match(line)]
+    return (ours or raised[-1:] or lines or [type(exc).__name__])[0]
+
+
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit): \S")
 
 
 def _broker_max(admin: AdminClient, timeout_s: float) -> int | None:

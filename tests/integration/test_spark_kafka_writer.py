@@ -82,6 +82,80 @@ def test_a_rerun_with_other_rows_is_refused(
     assert _values(kafka_bootstrap, topic) == list(range(100))
 
 
+class _Run:
+    """Spark's run id of a streaming query (``spark.jobGroup.id``), set for the calls in
+    the block as a query run sets it for its batches."""
+
+    def __init__(self, spark: Any, run: str) -> None:
+        self.context, self.run = spark.sparkContext, run
+
+    def __enter__(self) -> _Run:
+        self.context.setLocalProperty("spark.jobGroup.id", self.run)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.context.setLocalProperty("spark.jobGroup.id", None)
+
+    def jobs(self) -> int:
+        return len(self.context.statusTracker().getJobIdsForGroup(self.run))
+
+
+def _reordered(spark: Any, chunks: list[range], order: list[int]) -> Any:
+    data = [(str(i).encode(), str(i).encode()) for c in order for i in chunks[c]]
+    return spark.createDataFrame(spark.sparkContext.parallelize(data, len(order)),
+                                 "key binary, value binary")
+
+
+def test_a_batch_after_one_completed_in_the_same_run_is_written_in_one_pass(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
+    """Batch 1 follows batch 0 in one run: one Spark job, no ranking pass. A restarted
+    query (another run) re-running batch 1 with its partitions in another order finds
+    every slot committed (markers written by partition index, known by content)."""
+    topic = topic_factory(3)
+    writer = _writer(kafka_bootstrap, topic)
+    chunks = [range(300, 400), range(400, 500), range(500, 600)]
+    with _Run(spark, f"r1-{uuid.uuid4().hex}") as run:
+        first = writer(_rows(spark, range(300)), 0)
+        jobs = run.jobs()
+        second = writer(_reordered(spark, chunks, [0, 1, 2]), 1)
+        assert run.jobs() - jobs == 1
+    assert first.counting_s > 0 and second.counting_s == 0
+    assert (second.written, second.skipped, second.slots) == (300, 0, 3)
+    with _Run(spark, f"r2-{uuid.uuid4().hex}"):
+        again = writer(_reordered(spark, chunks, [2, 0, 1]), 1)
+    assert (again.written, again.skipped) == (0, 300)
+    assert _values(kafka_bootstrap, topic) == list(range(600))
+
+
+def test_a_partly_committed_one_pass_batch_is_completed_by_its_rerun(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
+    """Batch 1 (one pass) fails after two of its three slots committed; the restarted
+    query's re-run, partitions in another order, skips those two and writes the third."""
+    import pyspark.sql.functions as F
+
+    topic = topic_factory(3)
+    writer = _writer(kafka_bootstrap, topic)
+    chunks = [range(300, 400), range(400, 500), range(500, 600)]
+
+    def fails_last(value: bytes) -> bool:
+        if value == b"599":  # the last row of the last partition, after the others ended
+            time.sleep(3)
+            raise RuntimeError("task lost")
+        return True
+
+    failing = F.udf(fails_last, "boolean")
+    with _Run(spark, f"r1-{uuid.uuid4().hex}"):
+        writer(_rows(spark, range(300)), 0)
+        broken = _reordered(spark, chunks, [0, 1, 2])
+        with pytest.raises(SparkError, match="batch 1 failed: RuntimeError: task lost"):
+            writer(broken.filter(failing("value")), 1)
+    assert _values(kafka_bootstrap, topic) == list(range(500))
+    with _Run(spark, f"r2-{uuid.uuid4().hex}"):
+        again = writer(_reordered(spark, chunks, [2, 1, 0]), 1)
+    assert (again.written, again.skipped) == (100, 200)
+    assert _values(kafka_bootstrap, topic) == list(range(600))
+
+
 def test_an_older_writer_is_fenced_and_its_open_transaction_aborted(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
     topic = topic_factory(1)
@@ -115,11 +189,11 @@ def _commit_slots(spark: Any, bootstrap: str, writer: KafkaExactlyOnceWriter, df
     """What a failed run of batch 0 leaves: slots ``first_slot``.. committed (rows and
     marker in one transaction, as a task does), the others not; returns the rows."""
     from gridstream.spark._kafka_slots import Marker, marker_key, marker_partition
-    from gridstream.spark.kafka_writer import _content, _hashes, assign_slots
+    from gridstream.spark.kafka_writer import _content, _hashes, match_slots
 
     query = writer.query_id
     assert query is not None and writer.topic is not None
-    slots = assign_slots(_content(_hashes(writer._rows(df))))
+    slots = match_slots(_content(_hashes(writer._rows(df))), {}, 0)
     rows_of = dict(df.rdd.mapPartitionsWithIndex(lambda p, it: [(p, list(it))]).collect())
     writer._prepare(df, query, len(slots))
     written = 0

@@ -6,15 +6,14 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from gridstream.errors import ConfigError, KafkaClientError, SparkError
-from gridstream.spark._kafka_slots import check_layout
 from gridstream.spark.kafka_writer import (
     KafkaExactlyOnceWriter,
     Marker,
     _broker_max,
-    assign_slots,
     check_transaction_timeout,
     decide,
     marker_partition,
+    match_slots,
     transactional_id,
 )
 
@@ -57,18 +56,30 @@ def test_a_rerun_with_other_rows_is_refused(slots: int, records: int, content: s
         decide(_marker(5), 5, slots, records, content)
 
 
-def test_slots_are_ranked_by_content_whatever_the_partition_order() -> None:
-    first = assign_slots([(0, 10, 5, 1), (1, 12, 3, 2), (2, 10, 4, 9), (3, 0, 0, 0)])
-    again = assign_slots([(0, 10, 4, 9), (1, 0, 0, 0), (2, 12, 3, 2), (3, 10, 5, 1)])
+def test_a_fresh_batch_takes_slots_in_the_order_of_its_contents() -> None:
+    first = match_slots([(0, 10, 5, 1), (1, 12, 3, 2), (2, 10, 4, 9), (3, 0, 0, 0)], {}, 5)
+    again = match_slots([(0, 10, 4, 9), (1, 0, 0, 0), (2, 12, 3, 2), (3, 10, 5, 1)], {}, 5)
     assert sorted(first.values()) == sorted(again.values())
     assert first[2] == (0, "10:4:9") and again[0] == (0, "10:4:9")
     assert first[1] == again[2] == (2, "12:3:2")
     assert 3 not in first and 1 not in again   # empty partitions get no slot
 
 
-def test_equal_contents_take_consecutive_slots() -> None:
-    slots = assign_slots([(0, 5, 1, 1), (1, 5, 1, 1)])
+def test_a_partition_committed_by_an_earlier_run_keeps_its_slot_wherever_it_is_now() -> None:
+    """The earlier run wrote by partition index (slot 3: content 10:5:1); the re-run
+    has those rows in partition 0: partition 0 takes slot 3 (its task skips it), and
+    the others take the slots no marker of the batch holds."""
+    committed = {3: Marker("q", 3, 5, 0, 10, "10:5:1"),
+                 1: Marker("q", 1, 4, 0, 7, "7:1:1")}   # an older batch: free
+    slots = match_slots([(0, 10, 5, 1), (1, 12, 3, 2), (2, 10, 4, 9)], committed, 5)
+    assert slots == {0: (3, "10:5:1"), 2: (0, "10:4:9"), 1: (1, "12:3:2")}
+
+
+def test_equal_contents_take_one_marker_each() -> None:
+    slots = match_slots([(0, 5, 1, 1), (1, 5, 1, 1)], {}, 2)
     assert sorted(slots.values()) == [(0, "5:1:1"), (1, "5:1:1")]
+    one = match_slots([(0, 5, 1, 1), (1, 5, 1, 1)], {4: Marker("q", 4, 2, 0, 5, "5:1:1")}, 2)
+    assert sorted(one.values()) == [(0, "5:1:1"), (4, "5:1:1")]
 
 
 def test_slots_of_a_query_spread_over_the_marker_partitions() -> None:
@@ -128,37 +139,22 @@ def test_secrets_never_show_in_the_repr() -> None:
     assert "me" in text and "***" in text
 
 
-def _layout(*contents: str) -> dict[int, tuple[int, str]]:
-    return {10 + slot: (slot, content) for slot, content in enumerate(contents)}
-
-
-def test_the_same_layout_of_a_partly_committed_batch_passes() -> None:
-    committed = {1: Marker("q", 1, 5, 2, 10, "10:b:b"), 0: Marker("q", 0, 4, 2, 10, "x")}
-    check_layout(committed, 5, _layout("10:a:a", "10:b:b"))
-    check_layout({}, 5, _layout("10:a:a"))
-
-
 @pytest.mark.parametrize("marker", [
-    Marker("q", 3, 5, 4, 10, "10:d:d"),       # grown: committed under 4 slots, now 2
-    Marker("q", 1, 5, 4, 10, "10:b:b"),       # another slot count, the slot still there
-    Marker("q", 1, 5, 2, 11, "11:b:b"),       # the same count, other rows in the slot
+    Marker("q", 3, 5, 4, 10, "10:d:d"),       # rows in no partition now
+    Marker("q", 1, 5, 2, 11, "11:b:b"),       # the same slot, other rows
+    Marker("q", 6, 5, 8, 20, "20:a:b"),       # the rows of two partitions now, in one
 ])
-def test_a_batch_committed_under_another_layout_is_refused(marker: Marker) -> None:
+def test_a_batch_committed_with_other_partitions_is_refused(marker: Marker) -> None:
     with pytest.raises(SparkError, match="another slot layout"):
-        check_layout({marker.slot: marker}, 5, _layout("10:a:a", "10:b:b"))
+        match_slots([(0, 10, 0xA, 0xA), (1, 10, 0xB, 0xB)], {marker.slot: marker}, 5)
 
 
-def test_a_marker_of_a_slot_beyond_the_new_count_is_refused() -> None:
-    shrunk = Marker("q", 6, 5, 8, 10, "10:g:g")
+def test_each_marker_takes_its_own_partition() -> None:
+    """Two markers of the batch with one content, and one partition with it: refused
+    (the re-run has fewer copies of those rows than were committed)."""
+    twice = {0: Marker("q", 0, 5, 0, 10, "10:a:a"), 1: Marker("q", 1, 5, 0, 10, "10:a:a")}
     with pytest.raises(SparkError, match="another slot layout"):
-        check_layout({6: shrunk}, 5, _layout("10:a:a", "10:b:b"))
-    with pytest.raises(SparkError, match="another slot layout"):
-        check_layout({6: shrunk}, 5, {})
-
-
-def test_a_marker_of_a_later_batch_in_any_slot_is_refused() -> None:
-    with pytest.raises(SparkError, match="rolled back"):
-        check_layout({7: Marker("q", 7, 6, 8, 10, "10:g:g")}, 5, _layout("10:a:a"))
+        match_slots([(0, 10, 0xA, 0xA), (1, 10, 0xB, 0xB)], twice, 5)
 
 
 @pytest.mark.parametrize("prop", ["transaction.timeout.ms", "bootstrap.servers"])
@@ -177,3 +173,16 @@ class _NoBrokerAdmin:
 def test_a_broker_maximum_that_cannot_be_read_is_an_error() -> None:
     with pytest.raises(KafkaClientError, match=r"check_broker_timeout=False"):
         _broker_max(_NoBrokerAdmin(), 1.0)  # type: ignore[arg-type]
+
+
+def test_a_failed_task_is_told_by_its_own_error_line() -> None:
+    from gridstream.spark.kafka_writer import _task_error
+
+    wrapped = Exception("[PYTHON_EXCEPTION] An exception was thrown from the Python worker: "
+                        "Traceback (most recent call last):\n  File \"x.py\", line 3, in f\n"
+                        "    raise RuntimeError(\"task lost\")\nRuntimeError: task lost\n"
+                        " SQLSTATE: 38000\n\tat org.apache.spark.api.python.Runner")
+    assert _task_error(wrapped) == "RuntimeError: task lost"
+    ours = Exception("Traceback:\ngridstream.errors.SparkError: refused\nValueError: x")
+    assert _task_error(ours) == "gridstream.errors.SparkError: refused"
+    assert _task_error(Exception("plain\nsecond")) == "plain"
