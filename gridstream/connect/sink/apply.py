@@ -31,7 +31,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -42,10 +42,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
+    from gridstream.connect.sink.decode import Entry
     from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
 
 __all__ = ["APPLY_COLUMNS", "DRIVER_CHUNK", "apply_in_chunks", "apply_on_driver",
-           "apply_in_task", "apply_streamed", "apply_tasks", "fold_sorted", "fold_writes",
+           "apply_in_task", "apply_streamed", "apply_tasks", "fold_entries", "fold_sorted",
+           "fold_writes",
            "worker_adapter"]
 
 log = logging.getLogger(__name__)
@@ -66,15 +68,30 @@ def fold_writes(rows: Iterable[Row], *, updates: bool,
     docstring), each with ``version`` (None: unversioned)."""
     if version is not None and (type(version) is not int or version < 0):
         raise ValueError(f"a write version must be a non-negative integer: {version!r}")
-    out: dict[str, dict[str, str | bytes | None]] = {}
+    return {cache: [Write(_key(k), None if v is None else orjson.loads(v), version)
+                    for k, v in held.items()]
+            for cache, held in _fold(rows, updates).items()}
+
+
+def fold_entries(entries: Iterable[Entry], *, updates: bool) -> dict[str, list[Write]]:
+    """``fold_writes`` of decoded entries (Python keys and values: no JSON text)."""
+    return {cache: [Write(k, v) for k, v in held.items()]
+            for cache, held in _fold(((e.cache, e.key, e.value) for e in entries),
+                                     updates).items()}
+
+
+def _fold(rows: Iterable[tuple[str, Any, Any]], updates: bool
+          ) -> dict[str, dict[Any, Any]]:
+    """Each cache's one write per key (the module docstring's rule), in first-seen key
+    order."""
+    out: dict[str, dict[Any, Any]] = {}
     for cache, key, value in rows:
         held = out.setdefault(cache, {})
         if updates:
             held[key] = value  # the last write of a key wins
         elif value is not None and key not in held:
             held[key] = value
-    return {cache: [Write(_key(k), None if v is None else orjson.loads(v), version)
-                    for k, v in held.items()] for cache, held in out.items()}
+    return out
 
 
 def _key(text: str) -> Key:

@@ -37,8 +37,8 @@ from gridstream.grid.contract import Key, Value
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["BAD", "FILTERED", "OK", "DecodeSpec", "Decoded", "Decoder", "decode_batch_rows",
-           "decode_batches", "output_schema"]
+__all__ = ["BAD", "FILTERED", "OK", "DecodeSpec", "Decoded", "Decoder", "Entry",
+           "decode_batches", "decode_entries", "output_schema"]
 
 OK: Final = "ok"
 FILTERED: Final = "filtered"
@@ -86,6 +86,16 @@ class Decoded:
     reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A valid record's write, as Python objects (the one-pass write's decode)."""
+
+    cache: str
+    key: Key
+    value: Value | None
+    """None: a tombstone (removes the key)."""
+
+
 class _Bad(Exception):  # noqa: N818 - a control-flow signal inside this module only
     def __init__(self, stage: str, reason: str) -> None:
         super().__init__(reason)
@@ -110,7 +120,18 @@ class Decoder:
     def decode(self, topic: str, partition: int, offset: int, key: bytes | None,
                value: bytes | None, timestamp_ms: int | None = None,
                headers: Sequence[tuple[str, bytes]] = ()) -> Decoded:
-        """One Kafka record's outcome."""
+        """One Kafka record's outcome (a valid one's key and value as JSON text)."""
+        out = self.decode_entry(topic, partition, offset, key, value, timestamp_ms, headers)
+        if not isinstance(out, Entry):
+            return out
+        text = None if out.value is None else orjson.dumps(out.value).decode()
+        return Decoded(OK, out.cache, orjson.dumps(out.key).decode(), text)
+
+    def decode_entry(self, topic: str, partition: int, offset: int, key: bytes | None,
+                     value: bytes | None, timestamp_ms: int | None = None,
+                     headers: Sequence[tuple[str, bytes]] = ()) -> Entry | Decoded:
+        """One Kafka record's write (``Entry``), or its outcome when it is filtered or
+        bad (``Decoded``)."""
         try:
             return self._decode(topic, partition, offset, key, value, timestamp_ms, headers)
         except _Bad as bad:
@@ -118,7 +139,7 @@ class Decoder:
 
     def _decode(self, topic: str, partition: int, offset: int, raw_key: bytes | None,
                 raw_value: bytes | None, timestamp_ms: int | None,
-                headers: Sequence[tuple[str, bytes]]) -> Decoded:
+                headers: Sequence[tuple[str, bytes]]) -> Entry | Decoded:
         try:
             value = self.converter.decode_value(topic, raw_value)
         except CodecError as exc:
@@ -141,8 +162,7 @@ class Decoder:
             self._check_id(checked, value)
             if self.keep is not None and not self._keeps(cache, checked, value):
                 return Decoded(FILTERED, cache=cache)
-        text = None if value is None else orjson.dumps(value).decode()
-        return Decoded(OK, cache, orjson.dumps(checked).decode(), text)
+        return Entry(cache, checked, value)
 
     def _key(self, topic: str, partition: int, offset: int, raw: bytes | None,
              value: Value | None) -> Key | None:
@@ -239,39 +259,47 @@ def _decoded(decoder: Decoder, batch: pa.RecordBatch
              ) -> Iterator[tuple[Decoded, str, int, int, Any, Any, Any]]:
     """Each Kafka source row decoded: the outcome, then the row's topic, partition,
     offset, key, value and headers (as read)."""
+    for topic, partition, offset, key, value, stamp, head in _columns(decoder.spec, batch):
+        d = decoder.decode(topic, partition, offset, key, value, stamp, _pairs(head))
+        yield d, topic, partition, offset, key, value, head
+
+
+def _columns(spec: DecodeSpec, batch: pa.RecordBatch
+             ) -> Iterator[tuple[str, int, int, Any, Any, int | None, Any]]:
+    """Each Kafka source row's topic, partition, offset, key, value, timestamp (ms) and
+    headers (as read: None, or a list of ``{"key", "value"}``)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    topics = batch.column("topic").to_pylist()
-    partitions = batch.column("partition").to_pylist()
-    offsets = batch.column("offset").to_pylist()
-    keys = batch.column("key").to_pylist()
-    values = batch.column("value").to_pylist()
     stamps = pc.cast(batch.column("timestamp"), pa.int64()).to_pylist()
-    heads: list[Any] = (batch.column("headers").to_pylist() if decoder.spec.with_headers
+    heads: list[Any] = (batch.column("headers").to_pylist() if spec.with_headers
                         else [None] * batch.num_rows)
-    for i in range(batch.num_rows):
-        head, stamp = heads[i], stamps[i]
-        d = decoder.decode(topics[i], partitions[i], offsets[i], keys[i], values[i],
-                           stamp // 1000 if stamp is not None else None,
-                           [(h["key"], h["value"]) for h in head] if head else ())
-        yield d, topics[i], partitions[i], offsets[i], keys[i], values[i], head
+    yield from zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist(),
+                   batch.column("offset").to_pylist(), batch.column("key").to_pylist(),
+                   batch.column("value").to_pylist(),
+                   (None if s is None else s // 1000 for s in stamps), heads, strict=True)
 
 
-def decode_batch_rows(spec: DecodeSpec, batch: pa.RecordBatch, *, stop_on_bad: bool = False
-                      ) -> Iterator[tuple[str, tuple[str, str, str | None] | None]]:
-    """Kafka source rows → each record's status and, for a valid one, its ``(cache,
-    key, value)`` (the one-pass write's decode: no decoded Arrow rows are built).
-    ``stop_on_bad``: a bad record raises ``RecordError`` naming it."""
-    for d, topic, partition, offset, _, _, _ in _decoded(_decoder(spec), batch):
-        if d.status == OK:
-            assert d.cache is not None and d.key is not None
-            yield OK, (d.cache, d.key, d.value)
-        elif d.status == BAD and stop_on_bad:
-            raise RecordError(str(d.reason), stage=str(d.stage),
+def _pairs(head: Any) -> Sequence[tuple[str, bytes]]:
+    return [(h["key"], h["value"]) for h in head] if head else ()
+
+
+def decode_entries(spec: DecodeSpec, batch: pa.RecordBatch, *, stop_on_bad: bool = False
+                   ) -> Iterator[Entry | str]:
+    """Kafka source rows → each valid record's ``Entry`` (Python objects: no JSON text
+    and no decoded Arrow rows are built), or the status of one that is not (the
+    one-pass write's decode). ``stop_on_bad``: a bad record raises ``RecordError``
+    naming it."""
+    decode = _decoder(spec).decode_entry
+    for topic, partition, offset, key, value, stamp, head in _columns(spec, batch):
+        out = decode(topic, partition, offset, key, value, stamp, _pairs(head))
+        if isinstance(out, Entry):
+            yield out
+        elif out.status == BAD and stop_on_bad:
+            raise RecordError(str(out.reason), stage=str(out.stage),
                               where=f"{topic}[{partition}]@{offset}")
         else:
-            yield d.status, None
+            yield out.status
 
 
 def _raise_bad(decoded: pa.RecordBatch) -> None:

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from gridstream.connect.sink.apply import Row, apply_in_task, fold_writes
-from gridstream.connect.sink.decode import BAD, FILTERED, OK, DecodeSpec, decode_batch_rows
+from gridstream.connect.sink.apply import apply_in_task, fold_entries
+from gridstream.connect.sink.decode import BAD, FILTERED, OK, DecodeSpec, Entry, decode_entries
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,18 +42,20 @@ def decode_and_apply(spec: DecodeSpec, config: HazelcastGridConfig, *, updates: 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
-        rows: list[Row] = []
-        counts = {OK: 0, FILTERED: 0, BAD: 0}
+        entries: list[Entry] = []
+        counts = {FILTERED: 0, BAD: 0}
         records = 0
         for batch in batches:
             records += batch.num_rows
-            for status, row in decode_batch_rows(spec, batch, stop_on_bad=stop_on_bad):
-                counts[status] += 1
-                if row is not None:
-                    rows.append(row)
+            for out in decode_entries(spec, batch, stop_on_bad=stop_on_bad):
+                if isinstance(out, Entry):
+                    entries.append(out)
+                else:
+                    counts[out] += 1
+        counts[OK] = len(entries)
         writes = 0
-        if rows:
-            writes = apply_in_task(config, fold_writes(rows, updates=updates),
+        if entries:
+            writes = apply_in_task(config, fold_entries(entries, updates=updates),
                                    updates=updates)
         yield pa.RecordBatch.from_pydict({
             "records": pa.array([records], pa.int64()), "ok": pa.array([counts[OK]], pa.int64()),

@@ -376,24 +376,29 @@ class HazelcastAdapter(GridAdapter):
         except HazelcastError as exc:
             raise GridError(f"cache {cache!r}: cannot open the map: {_journal.brief(exc)}"
                             ) from exc
+        encoded: dict[int, HazelcastJsonValue] = {}  # each value checked and encoded once
         for write in writes:
             _check_key(cache, write.key)
             if write.value is not None:
-                _json(cache, write)
+                encoded[id(write)] = _json(cache, write)
+
+        def encode(write: Write) -> HazelcastJsonValue:
+            return encoded[id(write)]
+
         versioned = any(w.version is not None for w in writes)
         if not overwrite:
             writes = first_puts(writes)
         try:
             if versioned:
                 _writes.apply_versioned(
-                    self.client, cache, writes, lambda w: _json(cache, w),
+                    self.client, cache, writes, encode,
                     source=self.config.source, timeout_s=2 * self.config.invocation_timeout_s,
                     overwrite=overwrite,
                 )
             elif overwrite:
-                _writes.apply_plain(entries, writes, lambda w: _json(cache, w))
+                _writes.apply_plain(entries, writes, encode)
             else:
-                _writes.apply_absent(entries, writes, lambda w: _json(cache, w))
+                _writes.apply_absent(entries, writes, encode)
         except HazelcastError as exc:
             raise GridError(f"cache {cache!r}: write failed: {_journal.brief(exc)}") from exc
         except GridError as exc:

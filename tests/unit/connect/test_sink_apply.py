@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import orjson
 import pytest
 
-from gridstream.connect.sink.apply import apply_in_chunks, fold_sorted, fold_writes
+from gridstream.connect.sink.apply import apply_in_chunks, fold_entries, fold_sorted, fold_writes
+from gridstream.connect.sink.decode import Entry
 from gridstream.grid import Write
 
 
@@ -35,6 +37,18 @@ def test_folding_twice_gives_the_same_writes() -> None:
     rows = [("c", f'"k{i % 7}"', f'{{"n":{i}}}' if i % 5 else None) for i in range(50)]
     for updates in (True, False):
         assert fold_writes(rows, updates=updates) == fold_writes(list(rows), updates=updates)
+
+
+@pytest.mark.parametrize("updates", [True, False])
+def test_decoded_entries_fold_as_their_json_text_does(updates: bool) -> None:
+    """The one-pass write folds Python entries; the same records as JSON text fold to
+    the same writes (1 and "1" stay two keys)."""
+    rows = [("c", '"a"', '{"n":1}'), ("c", "1", '{"n":1}'), ("c", '"1"', '{"n":9}'),
+            ("c", '"a"', '{"n":2}'), ("c", "1", None), ("d", '"a"', '{"n":3}'),
+            ("c", '"b"', None), ("c", '"b"', '{"n":4}')]
+    entries = [Entry(c, orjson.loads(k), None if v is None else orjson.loads(v))
+               for c, k, v in rows]
+    assert fold_entries(entries, updates=updates) == fold_writes(rows, updates=updates)
 
 
 def _by_key(rows: list[tuple[str, str, str | None]]) -> list[tuple[str, str, str | None]]:
