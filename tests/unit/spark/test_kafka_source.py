@@ -20,6 +20,7 @@ def test_source_options_subscribe_or_pattern() -> None:
                              max_offsets_per_trigger=10, include_headers=True)
     assert options == {
         "kafka.bootstrap.servers": "b:9092", "kafka.security.protocol": "SSL",
+        "kafka.fetch.max.wait.ms": "10",
         "kafka.isolation.level": "read_committed", "subscribe": "a,b",
         "startingOffsets": "earliest", "includeHeaders": "true", "failOnDataLoss": "true",
         "maxOffsetsPerTrigger": "10"}
@@ -29,6 +30,16 @@ def test_source_options_subscribe_or_pattern() -> None:
     assert by_pattern["minPartitions"] == "4" and by_pattern["includeHeaders"] == "false"
     with pytest.raises(ConfigError):
         source_options("b", {}, topics=("a",), pattern="x", starting_offsets="earliest")
+
+
+def test_a_short_fetch_wait_is_the_default_and_the_users_wins() -> None:
+    """Kafka's 500 ms default made a task wait that long per partition read to the tail
+    of the log; the user's own value is kept."""
+    ours = source_options("b", {}, topics=("a",), pattern=None, starting_offsets="earliest")
+    assert ours["kafka.fetch.max.wait.ms"] == "10"
+    theirs = source_options("b", {"fetch.max.wait.ms": 200}, topics=("a",), pattern=None,
+                            starting_offsets="earliest")
+    assert theirs["kafka.fetch.max.wait.ms"] == "200"
 
 
 def test_secrets_are_unwrapped_for_spark_only() -> None:
