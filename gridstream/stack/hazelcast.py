@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -185,21 +186,33 @@ class HazelcastService(JvmService):
 
 
 def member_accepts_client(cluster_name: str, address: str, timeout_s: float = 5.0) -> bool:
-    """True when the member at ``address`` admits a client of ``cluster_name``."""
+    """True when the member at ``address`` admits a client of ``cluster_name`` within
+    about ``timeout_s`` (twice that at most: a member that takes the connection but never
+    answers — e.g. stuck in garbage collection — holds the client's connect past its own
+    timeout, so the check runs in a daemon thread and is given up on)."""
     try:
         from hazelcast.client import HazelcastClient
     except ImportError as exc:
         raise StackError(
             "the Hazelcast service needs its client: pip install 'gridstream[hazelcast]'"
         ) from exc
-    try:
-        client = HazelcastClient(
-            cluster_name=cluster_name, cluster_members=[address], smart_routing=False,
-            cluster_connect_timeout=timeout_s,
-        )
-    except Exception:  # noqa: BLE001 - any failure to connect means "not yet"
-        return False
-    try:
-        return bool(client.cluster_service.get_members())
-    finally:
-        client.shutdown()
+    answer: list[bool] = []
+
+    def check() -> None:
+        try:
+            client = HazelcastClient(
+                cluster_name=cluster_name, cluster_members=[address], smart_routing=False,
+                cluster_connect_timeout=timeout_s,
+            )
+        except Exception:  # noqa: BLE001 - any failure to connect means "not yet"
+            answer.append(False)
+            return
+        try:
+            answer.append(bool(client.cluster_service.get_members()))
+        finally:
+            client.shutdown()
+
+    thread = threading.Thread(target=check, name="gridstream-hazelcast-health", daemon=True)
+    thread.start()
+    thread.join(2 * timeout_s)
+    return bool(answer) and answer[0]
