@@ -37,8 +37,9 @@ H1, H2 = "_gs_h1", "_gs_h2"
 
 @dataclass(frozen=True)
 class Marker:
-    """What a committed slot wrote: batch ``batch`` had ``slots`` slots; this one
-    ``records`` rows, whose count and hash sums are ``content``."""
+    """What a committed slot wrote: batch ``batch`` had ``slots`` slots (0: written in
+    one pass, slot = partition, count unknown); this one ``records`` rows, whose count
+    and hash sums (or, for a slot known by its origin, the origin) are ``content``."""
 
     query: str
     slot: int
@@ -419,20 +420,25 @@ def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
 def _run_partitioned(plan: SlotPlan, slot: int, batches: Iterator[pa.RecordBatch]
                      ) -> Iterator[pa.RecordBatch]:
     """A task of a ``partitioned`` plan: an empty partition writes nothing (no marker);
-    a retry whose earlier attempt committed finds the marker and checks its rows."""
+    a retry (its producer's init has fenced the earlier attempt) whose earlier attempt
+    committed finds the marker and checks its rows."""
     first = next((batch for batch in batches if batch.num_rows), None)
     if first is None:
         return
     rows = itertools.chain([first], batches)
+    # the producer first: its init fences an earlier attempt that may still live (and
+    # completes or aborts its pending commit) before the marker is read
+    txn = open_slot(plan, slot, "", checked=True)
+    assert txn is not None  # unchecked: always opened
     if _is_retry():
-        marker = _reader(plan, slot).get(marker_key(plan.query_id, slot), plan.wait_s)
+        with txn.failing():
+            marker = _reader(plan, slot).get(marker_key(plan.query_id, slot), plan.wait_s)
         if marker is not None and marker.batch >= plan.batch_id:
+            txn.fail()  # nothing produced in it: the earlier attempt committed the slot
             content = _sums(rows, None, plan)
             decide(marker, plan.batch_id, None, None, content)  # refuses any other
             yield _result(slot, marker.records, True)
             return
-    txn = open_slot(plan, slot, "", checked=True)
-    assert txn is not None  # unchecked: always opened
     with txn.failing():
         txn.content = _sums(rows, txn.producer, plan)
     records = int(txn.content.split(":", 1)[0])

@@ -28,8 +28,9 @@ JVM-only pass counts each partition's rows and sums two hashes of them; before a
 starts, the driver reads every marker of the query from all partitions of the marker
 topic (a marker ahead of the batch is refused), gives each partition whose content a
 marker of the batch holds that marker's slot (its task skips it) and the others the
-slots no marker holds (``match_slots``); on the query's first batch it initialises
-every slot's id, aborting what an earlier run left open. Every task reads its marker
+slots no marker holds (``match_slots``). Before it reads the markers it initialises the
+id of every slot an earlier run may have used (each partition index, and any slot a
+marker names), aborting what an earlier run left open. Every task reads its marker
 again before it writes.
 
 Assumption: a batch id always holds the same rows (true for Kafka sources, whose
@@ -44,7 +45,7 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -170,6 +171,8 @@ class KafkaExactlyOnceWriter:
         later call has failed: the next batch of that run needs no marker check."""
         self._running: tuple[str, str, int] | None = None
         self._batch_markers: dict[int, Marker] = {}
+        self._query_markers: dict[int, Marker] = {}
+        """The last marker scan's: this batch's markers, and every slot's last one."""
         self.results: deque[BatchResult] = deque(maxlen=1000)
         """The last batches' results (oldest first)."""
 
@@ -197,8 +200,20 @@ class KafkaExactlyOnceWriter:
         try:
             stats = _content(rows)
             counted = time.monotonic() - started
-            self.begin(df, query_id, batch_id, len(stats))
-            slots = match_slots(stats, self._committed(batch_id), batch_id)
+            # an earlier run may have used any partition index as a slot (one-pass
+            # batches) and left a zombie on it: fence them all, and any slot a marker of
+            # the query names, before the markers are read and slots are matched
+            count = max(len(stats), rows.rdd.getNumPartitions(), 1)
+            first = self._prepared_for != query_id
+            self.begin(df, query_id, batch_id, count)
+            if not first:
+                self.fence(query_id, range(count))
+            markers = self._committed(batch_id)
+            beyond = {m.slot for m in self._query_markers.values()} - set(range(count))
+            if beyond:
+                self.fence(query_id, sorted(beyond))
+                markers = self._committed(batch_id)  # a fenced commit may have completed
+            slots = match_slots(stats, markers, batch_id)
             return self._write(rows, query_id, batch_id, started, slots, counted)
         finally:
             if self.cache_batch:
@@ -289,6 +304,7 @@ class KafkaExactlyOnceWriter:
             raise kafka_error("cannot read the marker topic's metadata", exc) from exc
         self._partitions = len(meta.topics[self.marker_topic].partitions)
         markers = self._scan.markers(self._partitions, self.wait_s())
+        self._query_markers = markers
         for marker in sorted(markers.values(), key=lambda m: m.slot):
             if marker.batch > batch_id:
                 decide(marker, batch_id, None, None, marker.content)  # refuses
@@ -358,14 +374,20 @@ class KafkaExactlyOnceWriter:
         self.close()
         self._admin = admin
         self._scan = MarkerScan(config, self.marker_topic, query_id)
+        self.fence(query_id, range(max(slots, 1)))
+        self._prepared_for = query_id
+        self._clean = None
+
+    def fence(self, query_id: str, slots: Iterable[int]) -> None:
+        """Initialise the transactional id of each slot: any earlier producer of it is
+        fenced and the transaction it left open aborted (or its pending commit
+        completed), before any task of this batch starts."""
         prefix = self._prefix(query_id)
         bootstrap = str(self.properties.get_str("bootstrap.servers"))
-        for slot in range(max(slots, 1)):
+        for slot in slots:
             txn_id = transactional_id(prefix, slot)
             close_producer(new_producer(self.properties, txn_id, self.timeout_s))
             _producers.claim(bootstrap, txn_id)  # this machine's cached ones are fenced
-        self._prepared_for = query_id
-        self._clean = None
 
 
 RUN_ID_PROPERTY = "spark.jobGroup.id"

@@ -156,6 +156,33 @@ def test_a_partly_committed_one_pass_batch_is_completed_by_its_rerun(
     assert _values(kafka_bootstrap, topic) == list(range(600))
 
 
+def test_a_rerun_fences_every_slot_an_earlier_run_may_have_used(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
+    """A restarted run re-runs batch 1, every slot of it committed: no task opens slot 2,
+    yet the earlier run's zombie on slot 2 (a transaction left open) is fenced and
+    aborted by the driver before the markers are read — the same writer object too."""
+    topic = topic_factory(3)
+    writer = _writer(kafka_bootstrap, topic)
+    assert writer.query_id is not None
+    chunks = [range(300, 400), range(400, 500), range(500, 600)]
+    with _Run(spark, f"r1-{uuid.uuid4().hex}"):
+        writer(_rows(spark, range(300)), 0)
+        writer(_reordered(spark, chunks, [0, 1, 2]), 1)
+    zombie = Producer({"bootstrap.servers": kafka_bootstrap,
+                       "transactional.id": writer.transactional_id(writer.query_id, 2)})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, b"9999", b"9999")
+    assert zombie.flush(30) == 0
+    with _Run(spark, f"r2-{uuid.uuid4().hex}"):
+        again = writer(_reordered(spark, chunks, [1, 2, 0]), 1)
+    assert (again.written, again.skipped) == (0, 300)
+    with pytest.raises(KafkaException) as caught:
+        zombie.commit_transaction(30)
+    assert caught.value.args[0].name() == "_FENCED"
+    assert _values(kafka_bootstrap, topic) == list(range(600))
+
+
 def test_an_older_writer_is_fenced_and_its_open_transaction_aborted(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
     topic = topic_factory(1)

@@ -186,3 +186,47 @@ def test_a_failed_task_is_told_by_its_own_error_line() -> None:
     ours = Exception("Traceback:\ngridstream.errors.SparkError: refused\nValueError: x")
     assert _task_error(ours) == "gridstream.errors.SparkError: refused"
     assert _task_error(Exception("plain\nsecond")) == "plain"
+
+
+def test_a_one_pass_retry_fences_the_earlier_attempt_before_it_reads_the_marker(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An earlier attempt still alive could commit between the retry's marker read and
+    its producer's init: the init (which fences it, completing or aborting its commit)
+    comes first, then the marker is read."""
+    import pyarrow as pa
+
+    from gridstream.kafka import KafkaProperties
+    from gridstream.spark import _kafka_slots as slots
+
+    calls: list[str] = []
+
+    class _Txn:
+        producer = None
+        content = ""
+
+        def fail(self) -> None:
+            calls.append("abort")
+
+        def failing(self) -> object:
+            import contextlib
+            return contextlib.nullcontext()
+
+    class _Reader:
+        def get(self, key: bytes, wait_s: float) -> Marker:
+            calls.append("read marker")
+            return Marker("q", 0, 5, 0, 2, "2:0:0")
+
+    def open_slot(*args: object, **kwargs: object) -> _Txn:
+        calls.append("init")
+        return _Txn()
+
+    monkeypatch.setattr(slots, "open_slot", open_slot)
+    monkeypatch.setattr(slots, "_reader", lambda plan, slot: _Reader())
+    monkeypatch.setattr(slots, "_is_retry", lambda: True)
+    monkeypatch.setattr(slots, "_sums", lambda rows, producer, plan: (list(rows), "2:0:0")[1])
+    plan = slots.SlotPlan(KafkaProperties({"bootstrap.servers": "b:9092"}), "t", "m", 1, "q",
+                          "p", 5, {}, 1.0, 1.0, {}, False, partitioned=True)
+    batch = pa.RecordBatch.from_pydict({"value": [b"a", b"b"]})
+    out = list(slots._run_partitioned(plan, 0, iter([batch])))
+    assert calls == ["init", "read marker", "abort"]
+    assert out[0].to_pylist() == [{"slot": 0, "records": 2, "skipped": True}]
