@@ -171,9 +171,10 @@ class SlotPlan:
     before). A task that is a retry checks whatever this says."""
     partitioned: bool = False
     """Slot = the task's partition index, content summed while the rows are written
-    (``slots`` empty, ``check`` off: the batch right after one this writer completed in
-    the same run, which no earlier run can have written); a re-run of the batch matches
-    the markers by content (``match_slots``)."""
+    (``slots`` empty: the batch right after one this writer completed in the same run,
+    which no earlier run can have written; ``check`` on only when the batch's plan reads
+    a shuffle, whose loss re-runs the stage with attempts from 0); a re-run of the batch
+    matches the markers by content (``match_slots``)."""
 
 
 _READERS: dict[tuple[str, str, int], _MarkerReader] = {}
@@ -430,7 +431,7 @@ def _run_partitioned(plan: SlotPlan, slot: int, batches: Iterator[pa.RecordBatch
     # completes or aborts its pending commit) before the marker is read
     txn = open_slot(plan, slot, "", checked=True)
     assert txn is not None  # unchecked: always opened
-    if _is_retry():
+    if plan.check or _is_retry():  # check: the plan reads a shuffle (``_reads_shuffle``)
         with txn.failing():
             marker = _reader(plan, slot).get(marker_key(plan.query_id, slot), plan.wait_s)
         if marker is not None and marker.batch >= plan.batch_id:

@@ -223,13 +223,15 @@ class KafkaExactlyOnceWriter:
                slots: dict[int, tuple[int, str]] | None, counted: float = 0.0
                ) -> BatchResult:
         """The write pass: ``slots`` from ``match_slots`` (a batch an earlier run may
-        have written), or None (slot = partition index, no marker read)."""
-        check = slots is not None
-        committed = self._batch_markers if check else {}
+        have written), or None (slot = partition index; no marker read, unless the
+        batch's plan reads a shuffle: see ``_reads_shuffle``)."""
+        partitioned = slots is None
+        committed = {} if partitioned else self._batch_markers
+        check = not partitioned or _reads_shuffle(rows)
         plan = SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
                         query_id, self._prefix(query_id), batch_id, slots or {},
                         self.timeout_s, self.wait_s(), committed, check,
-                        partitioned=not check)
+                        partitioned=partitioned)
         try:
             done = rows.mapInArrow(lambda batches: run_task(plan, iter(batches)),
                                    _RESULT_SCHEMA).collect()
@@ -397,6 +399,18 @@ RUN_ID_PROPERTY = "spark.jobGroup.id"
 def _run_id(df: DataFrame) -> str | None:
     found = df.sparkSession.sparkContext.getLocalProperty(RUN_ID_PROPERTY)
     return str(found) if found else None
+
+
+def _reads_shuffle(rows: DataFrame) -> bool:
+    """Whether the batch's plan reads a shuffle (or cannot be told). When a shuffle's
+    output is lost Spark runs the writer's stage again, its tasks' attempts numbered from
+    0 (PySpark shows no stage attempt): a one-pass task of such a plan fences and reads
+    its marker as a retry does."""
+    try:
+        plan = str(rows._jdf.queryExecution().executedPlan().toString())
+    except Exception:  # noqa: BLE001 - no plan to read: assume the worst
+        return True
+    return "Exchange" in plan
 
 
 def _task_error(exc: Exception) -> str:

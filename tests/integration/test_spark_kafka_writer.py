@@ -183,6 +183,30 @@ def test_a_rerun_fences_every_slot_an_earlier_run_may_have_used(
     assert _values(kafka_bootstrap, topic) == list(range(600))
 
 
+def test_a_one_pass_batch_that_reads_a_shuffle_checks_its_markers(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
+    """A lost shuffle makes Spark run the writer's stage again with attempts from 0 (no
+    retry to be seen): a one-pass batch whose plan reads a shuffle still reads its
+    markers, so a slot an earlier attempt committed is skipped. (Two writers of one
+    query stand in for the stage's two attempts.)"""
+    topic = topic_factory(3)
+    first = _writer(kafka_bootstrap, topic)
+    second = KafkaExactlyOnceWriter(kafka_bootstrap, name="test", topic=topic,
+                                    query_id=first.query_id)
+
+    def shuffled(numbers: range) -> Any:
+        return _rows(spark, numbers).repartition(1)
+
+    with _Run(spark, f"r1-{uuid.uuid4().hex}"):
+        first(_rows(spark, range(300)), 0)
+        assert first(shuffled(range(300, 600)), 1).written == 300
+    with _Run(spark, f"r2-{uuid.uuid4().hex}"):
+        assert second(_rows(spark, range(300)), 0).skipped == 300
+        again = second(shuffled(range(300, 600)), 1)   # one pass: follows batch 0
+    assert again.counting_s == 0 and (again.written, again.skipped) == (0, 300)
+    assert _values(kafka_bootstrap, topic) == list(range(600))
+
+
 def test_an_older_writer_is_fenced_and_its_open_transaction_aborted(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
     topic = topic_factory(1)
