@@ -6,7 +6,8 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from hazelcast import predicate
@@ -14,8 +15,7 @@ from hazelcast.core import HazelcastJsonValue
 
 from gridstream.errors import ConfigError, GridError, PositionLostError
 from gridstream.grid import CacheEvent, Position, Write
-from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
-from gridstream.grid.hazelcast import adapter as hz
+from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig, _writes
 from gridstream.grid.hazelcast._writes import version_key, versions_map
 from gridstream.stack.service import LocalService
 
@@ -180,19 +180,19 @@ def test_writers_of_distinct_sources_do_not_compare_versions(
 def test_a_writer_stalled_past_its_timeout_does_not_overwrite_a_newer_write(
         grid: HazelcastAdapter, cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
     stalled = threading.Event()
-    encode = hz._json
-    calls: dict[str, int] = {}
+    transaction = _writes._transaction
 
-    def slow_json(name: str, write: Write) -> HazelcastJsonValue:
-        me = threading.current_thread().name
-        if me == "stalls":
-            calls[me] = calls.get(me, 0) + 1
-            if calls[me] == 2:  # the data write, after its version was checked
+    def stalling(client: Any, name: str, writes: list[Write],
+                 encode: Callable[[Write], Any], *args: Any, **kwargs: Any) -> int:
+        def slow(write: Write) -> Any:
+            # the data write, inside the transaction, after its version was checked
+            if threading.current_thread().name == "stalls" and not stalled.is_set():
                 stalled.set()
                 time.sleep(3.0)
-        return encode(name, write)
+            return encode(write)
+        return int(transaction(client, name, writes, slow, *args, **kwargs))
 
-    monkeypatch.setattr(hz, "_json", slow_json)
+    monkeypatch.setattr(_writes, "_transaction", stalling)
     errors: list[GridError] = []
 
     def stalling_writer() -> None:
@@ -216,7 +216,7 @@ def test_a_writer_stalled_past_its_timeout_does_not_overwrite_a_newer_write(
 
 def test_a_versioned_batch_larger_than_one_transaction(
         grid: HazelcastAdapter, cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hz._writes, "TX_KEYS", 2)
+    monkeypatch.setattr(_writes, "TX_KEYS", 2)
     grid.apply(cache, [Write(3, {"n": 0}, version=5)])
     grid.apply(cache, [Write(k, {"n": 1}, version=4) for k in ("a", "b", "c", 1, 2, 3)])
     state = {e.key: e.value for b in grid.snapshot(cache, 100) for e in b}
