@@ -158,20 +158,29 @@ def test_a_partly_committed_one_pass_batch_is_completed_by_its_rerun(
 
 def test_a_rerun_fences_every_slot_an_earlier_run_may_have_used(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
-    """A restarted run re-runs batch 1, every slot of it committed: no task opens slot 2,
-    yet the earlier run's zombie on slot 2 (a transaction left open) is fenced and
-    aborted by the driver before the markers are read — the same writer object too."""
+    """A restarted run re-runs batch 1 (every slot of it committed, so its tasks open
+    slots 0-2 only). An earlier run also used slot 5 (its marker is in the marker topic)
+    and left a zombie there with a transaction open: the driver fences it before it
+    reads the markers — the same writer object too, so not as its first batch."""
+    from gridstream.spark._kafka_slots import Marker, marker_key, marker_partition
+
     topic = topic_factory(3)
     writer = _writer(kafka_bootstrap, topic)
-    assert writer.query_id is not None
+    query = writer.query_id
+    assert query is not None
     chunks = [range(300, 400), range(400, 500), range(500, 600)]
     with _Run(spark, f"r1-{uuid.uuid4().hex}"):
         writer(_rows(spark, range(300)), 0)
         writer(_reordered(spark, chunks, [0, 1, 2]), 1)
     zombie = Producer({"bootstrap.servers": kafka_bootstrap,
-                       "transactional.id": writer.transactional_id(writer.query_id, 2)})
+                       "transactional.id": writer.transactional_id(query, 5)})
     zombie.init_transactions(30)
-    zombie.begin_transaction()
+    zombie.begin_transaction()   # what the earlier run's slot 5 committed at batch 0
+    zombie.produce(writer.marker_topic, Marker(query, 5, 0, 0, 1, "1:0:0").encode(),
+                   marker_key(query, 5), partition=marker_partition(query, 5,
+                                                                   writer._partitions))
+    zombie.commit_transaction(30)
+    zombie.begin_transaction()   # and left open
     zombie.produce(topic, b"9999", b"9999")
     assert zombie.flush(30) == 0
     with _Run(spark, f"r2-{uuid.uuid4().hex}"):
@@ -187,22 +196,30 @@ def test_a_one_pass_batch_that_reads_a_shuffle_checks_its_markers(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
     """A lost shuffle makes Spark run the writer's stage again with attempts from 0 (no
     retry to be seen): a one-pass batch whose plan reads a shuffle still reads its
-    markers, so a slot an earlier attempt committed is skipped. (Two writers of one
-    query stand in for the stage's two attempts.)"""
+    markers, so the slot an earlier stage attempt committed (here: by hand, as that
+    attempt's task would) is skipped, not written twice."""
+    from gridstream.spark._kafka_slots import Marker, content_of, marker_key, marker_partition
+    from gridstream.spark.kafka_writer import _content, _hashes
+
     topic = topic_factory(3)
-    first = _writer(kafka_bootstrap, topic)
-    second = KafkaExactlyOnceWriter(kafka_bootstrap, name="test", topic=topic,
-                                    query_id=first.query_id)
-
-    def shuffled(numbers: range) -> Any:
-        return _rows(spark, numbers).repartition(1)
-
+    writer = _writer(kafka_bootstrap, topic)
+    query = writer.query_id
+    assert query is not None
+    batch = _rows(spark, range(300, 600)).repartition(1)
     with _Run(spark, f"r1-{uuid.uuid4().hex}"):
-        first(_rows(spark, range(300)), 0)
-        assert first(shuffled(range(300, 600)), 1).written == 300
-    with _Run(spark, f"r2-{uuid.uuid4().hex}"):
-        assert second(_rows(spark, range(300)), 0).skipped == 300
-        again = second(shuffled(range(300, 600)), 1)   # one pass: follows batch 0
+        writer(_rows(spark, range(300)), 0)
+        [(part, rows, h1, h2)] = _content(_hashes(writer._rows(batch)))
+        producer = Producer({"bootstrap.servers": kafka_bootstrap,
+                             "transactional.id": writer.transactional_id(query, part)})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for row in batch.collect():
+            producer.produce(topic, bytes(row.value), bytes(row.key))
+        marker = Marker(query, part, 1, 0, rows, content_of(rows, h1, h2))
+        producer.produce(writer.marker_topic, marker.encode(), marker_key(query, part),
+                         partition=marker_partition(query, part, writer._partitions))
+        producer.commit_transaction(30)
+        again = writer(batch, 1)   # one pass: follows batch 0 in the same run
     assert again.counting_s == 0 and (again.written, again.skipped) == (0, 300)
     assert _values(kafka_bootstrap, topic) == list(range(600))
 
