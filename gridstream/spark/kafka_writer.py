@@ -170,9 +170,6 @@ class KafkaExactlyOnceWriter:
         """(query id, run id, batch id) of the last batch this writer completed, while no
         later call has failed: the next batch of that run needs no marker check."""
         self._running: tuple[str, str, int] | None = None
-        self._batch_markers: dict[int, Marker] = {}
-        self._query_markers: dict[int, Marker] = {}
-        """The last marker scan's: this batch's markers, and every slot's last one."""
         self.results: deque[BatchResult] = deque(maxlen=1000)
         """The last batches' results (oldest first)."""
 
@@ -209,28 +206,29 @@ class KafkaExactlyOnceWriter:
             if not first:
                 self.fence(query_id, range(count))
             markers = self._committed(batch_id)
-            beyond = {m.slot for m in self._query_markers.values()} - set(range(count))
+            beyond = set(markers) - set(range(count))
             if beyond:
                 self.fence(query_id, sorted(beyond))
                 markers = self._committed(batch_id)  # a fenced commit may have completed
             slots = match_slots(stats, markers, batch_id)
-            return self._write(rows, query_id, batch_id, started, slots, counted)
+            return self._write(rows, query_id, batch_id, started, slots, counted,
+                               _of_batch(markers, batch_id))
         finally:
             if self.cache_batch:
                 rows.unpersist()
 
     def _write(self, rows: DataFrame, query_id: str, batch_id: int, started: float,
-               slots: dict[int, tuple[int, str]] | None, counted: float = 0.0
-               ) -> BatchResult:
-        """The write pass: ``slots`` from ``match_slots`` (a batch an earlier run may
-        have written), or None (slot = partition index; no marker read, unless the
-        batch's plan reads a shuffle: see ``_reads_shuffle``)."""
+               slots: dict[int, tuple[int, str]] | None, counted: float = 0.0,
+               committed: Mapping[int, Marker] | None = None) -> BatchResult:
+        """The write pass: ``slots`` from ``match_slots`` and ``committed`` (the batch's
+        markers) for a batch an earlier run may have written, or None (slot = partition
+        index; no marker read, unless the batch's plan reads a shuffle: see
+        ``_reads_shuffle``)."""
         partitioned = slots is None
-        committed = {} if partitioned else self._batch_markers
         check = not partitioned or _reads_shuffle(rows)
         plan = SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
                         query_id, self._prefix(query_id), batch_id, slots or {},
-                        self.timeout_s, self.wait_s(), committed, check,
+                        self.timeout_s, self.wait_s(), committed or {}, check,
                         partitioned=partitioned)
         try:
             done = rows.mapInArrow(lambda batches: run_task(plan, iter(batches)),
@@ -285,7 +283,7 @@ class KafkaExactlyOnceWriter:
         # transactions would otherwise hold back the marker reads until they time out)
         slots = df.rdd.getNumPartitions() if self._prepared_for != query_id else 1
         check = self.begin(df, query_id, batch_id, slots)
-        committed = self._committed(batch_id) if check else {}
+        committed = _of_batch(self._committed(batch_id), batch_id) if check else {}
         return SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
                         query_id, self._prefix(query_id), batch_id, {}, self.timeout_s,
                         self.wait_s(), committed, check)
@@ -298,7 +296,7 @@ class KafkaExactlyOnceWriter:
     def _committed(self, batch_id: int) -> dict[int, Marker]:
         """Before any task runs: every marker of the query, from every partition of the
         marker topic (its partition count read again: tasks read theirs under it);
-        refuses a query ahead of the batch; returns the batch's markers by slot."""
+        refuses a query ahead of the batch; returns every slot's last marker."""
         assert self._admin is not None and self._scan is not None
         try:
             meta = self._admin.list_topics(self.marker_topic, timeout=self.timeout_s)
@@ -306,12 +304,10 @@ class KafkaExactlyOnceWriter:
             raise kafka_error("cannot read the marker topic's metadata", exc) from exc
         self._partitions = len(meta.topics[self.marker_topic].partitions)
         markers = self._scan.markers(self._partitions, self.wait_s())
-        self._query_markers = markers
         for marker in sorted(markers.values(), key=lambda m: m.slot):
             if marker.batch > batch_id:
                 decide(marker, batch_id, None, None, marker.content)  # refuses
-        self._batch_markers = {slot: m for slot, m in markers.items() if m.batch == batch_id}
-        return self._batch_markers
+        return markers
 
     def close(self) -> None:
         """Close the driver's Kafka clients (the writer reopens them if used again)."""
@@ -399,6 +395,10 @@ RUN_ID_PROPERTY = "spark.jobGroup.id"
 def _run_id(df: DataFrame) -> str | None:
     found = df.sparkSession.sparkContext.getLocalProperty(RUN_ID_PROPERTY)
     return str(found) if found else None
+
+
+def _of_batch(markers: Mapping[int, Marker], batch_id: int) -> dict[int, Marker]:
+    return {slot: m for slot, m in markers.items() if m.batch == batch_id}
 
 
 def _reads_shuffle(rows: DataFrame) -> bool:
