@@ -21,18 +21,20 @@ harmless.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from gridstream.errors import CodecError, InvalidEntryError
+from gridstream.operations import OpType
 from gridstream.paths import apply_logged
 from gridstream.protocol import Envelope
 from gridstream.protocol.values import wire_default
 
-__all__ = ["EntityState", "FoldResult", "OpRow", "fold", "op_row", "parse_data"]
+__all__ = ["EntityState", "FoldResult", "OpRow", "data_text", "fold", "is_whole", "op_row",
+           "parse_data", "whole_state"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,23 @@ def parse_data(text: str | None, where: str) -> dict[str, Any] | None:
 
 _FULL = frozenset({"WRITE", "UPDATE"})
 _DELETE = frozenset({"REMOVE", "TAKE"})
+_WHOLE = _FULL | _DELETE
+_OP_NAMES = {op: op.value for op in OpType}
+"""An ``OpType``'s name without the enum's ``value`` property (~1 µs a call on 3.11)."""
+
+
+def is_whole(op: str) -> bool:
+    """Whether an operation named ``op`` sets the whole state (a write or a removal):
+    its new state does not depend on the one before (``whole_state``)."""
+    return op in _WHOLE
+
+
+def whole_state(op: str, version: int, ts: int, data: str | None) -> EntityState:
+    """The state after a write (``data``: the whole entry's JSON text) or a removal (a
+    tombstone keeping the version) named ``op`` (``is_whole``)."""
+    if op in _DELETE:
+        return EntityState(version, True, op, ts, None)
+    return EntityState(version, False, op, ts, data)
 
 
 def fold(base: EntityState | None, ops: Iterable[OpRow],
@@ -95,10 +114,8 @@ def fold(base: EntityState | None, ops: Iterable[OpRow],
             stale += 1
             continue
         applied += 1
-        if row.op in _FULL:
-            current, parsed = EntityState(row.version, False, row.op, row.ts, row.data), None
-        elif row.op in _DELETE:
-            current, parsed = EntityState(row.version, True, row.op, row.ts, None), None
+        if row.op in _WHOLE:
+            current, parsed = whole_state(row.op, row.version, row.ts, row.data), None
         else:
             if parsed is None:
                 parsed = _start(current)
@@ -123,14 +140,21 @@ def _apply_partial(data: dict[str, Any], row: OpRow, fixed_names: frozenset[str]
         raise InvalidEntryError(f"{row.op} version {row.version}: {exc}") from exc
 
 
+def data_text(data: Mapping[str, Any], where: str) -> str:
+    """An operation's ``data`` in its wire JSON form (the text the fold keeps);
+    ``CodecError`` naming ``where`` for a value with no wire form."""
+    try:
+        return orjson.dumps(data if type(data) is dict else dict(data), default=wire_default,
+                            option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError as exc:
+        raise CodecError(f"{where}: data has no wire form: {exc}") from exc
+
+
 def op_row(envelope: Envelope) -> OpRow:
     """An envelope as the fold sees it: ``data`` back in its wire JSON form."""
+    op = _OP_NAMES[envelope.op]
     text: str | None = None
-    if envelope.data is not None and not envelope.op.is_delete:
-        try:
-            text = orjson.dumps(dict(envelope.data), default=wire_default,
-                                option=orjson.OPT_NON_STR_KEYS).decode()
-        except TypeError as exc:
-            raise CodecError(f"{envelope.type} id={envelope.id!r} version={envelope.version}: "
-                             f"data has no wire form: {exc}") from exc
-    return OpRow(envelope.op.value, envelope.version, envelope.ts, text, tuple(envelope.removed))
+    if envelope.data is not None and op not in _DELETE:
+        text = data_text(envelope.data, f"{envelope.type} id={envelope.id!r} "
+                                        f"version={envelope.version}")
+    return OpRow(op, envelope.version, envelope.ts, text, tuple(envelope.removed))

@@ -396,7 +396,10 @@ class SourceConnectorConfig(_Common):
         default=5000, ge=100, validation_alias=_alias(
             "cache_list_poll_interval_ms", "cacheListPollInterval"))
     poll_interval_ms: Count = Field(
-        default=2000, ge=10, validation_alias=_alias("poll_interval_ms", "pollInterval"))
+        default=100, ge=10, validation_alias=_alias("poll_interval_ms", "pollInterval"))
+    idle_poll_interval_ms: Count = Field(
+        default=2000, ge=10, validation_alias=_alias("idle_poll_interval_ms",
+                                                     "idlePollInterval"))
     batch_size: Count = Field(
         default=10_000, ge=1, validation_alias=_alias("batch_size", "batchSize"))
     max_changes_per_batch: Count = Field(
@@ -434,7 +437,8 @@ class SourceConnectorConfig(_Common):
     def _lists(cls, value: Any) -> Any:
         return _regexes(value)
 
-    @field_validator("cache_list_poll_interval_ms", "poll_interval_ms", mode="before")
+    @field_validator("cache_list_poll_interval_ms", "poll_interval_ms",
+                     "idle_poll_interval_ms", mode="before")
     @classmethod
     def _ms(cls, value: Any) -> Any:
         return _interval_ms(value)

@@ -85,7 +85,12 @@ MEANINGS: dict[str, str] = {
     "cache_list_poll_interval_ms": "How often the grid's cache list is read: caches "
                                    "created or dropped while running are picked up "
                                    "within it. Milliseconds or text (`\"5 seconds\"`).",
-    "poll_interval_ms": "The micro-batch interval (the trigger). Milliseconds or text.",
+    "poll_interval_ms": "The micro-batch interval (the trigger): while changes flow, a "
+                        "change is planned into a batch within it. Milliseconds or text.",
+    "idle_poll_interval_ms": "After a check of the grid found no change, the checks back "
+                             "off (doubling from `pollInterval`) up to this interval: a "
+                             "quiet grid is checked this often, and the first change after "
+                             "a quiet spell waits at most this long.",
     "batch_size": "Rows of a snapshot taken per micro-batch (per snapshotting cache).",
     "max_changes_per_batch": "The most changes a micro-batch streams (all caches "
                              "together; a backlog drains as many batches). Under "

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gridstream.errors import GridError, OperationLogError
-from gridstream.fold import EntityState, OpRow, fold, op_row
-from gridstream.operations import EntityId, Operation
+from gridstream.fold import EntityState, OpRow, data_text, fold, is_whole, op_row, whole_state
+from gridstream.operations import EntityId, Operation, OpType
 from gridstream.protocol import Envelope
 from gridstream.space.contract import LogReader, StateSnapshot
 
@@ -45,6 +45,11 @@ class UnknownBase(Exception):  # noqa: N818 - internal signal, turned into Posit
 
 def _row(op: Operation) -> OpRow:
     return op_row(Envelope.from_operation(op))
+
+
+_NAMES = {op: op.value for op in OpType}
+_PARTIAL = frozenset(op for op in OpType if op.is_partial)
+_DELETES = frozenset(op for op in OpType if op.is_delete)
 
 
 @dataclass(slots=True)
@@ -88,11 +93,21 @@ class TypeState:
         an unknown key raises ``UnknownBase`` when ``strict``, else leaves it unknown."""
         self.settle(op.version)
         base = self.known.get(op.id)
-        if base is None and not self.complete and op.op.is_partial:
+        name = _NAMES[op.op]
+        state: EntityState | None
+        if is_whole(name):  # the hot path: no envelope, no fold of one row
+            if base is not None and op.version <= base.version:
+                state = None
+            else:
+                text = None if op.data is None or op.op in _DELETES else data_text(
+                    op.data, f"{op.type_name} id={op.id!r} version={op.version}")
+                state = whole_state(name, op.version, op.timestamp_ms, text)
+        elif base is None and not self.complete and op.op in _PARTIAL:
             if strict:
                 raise UnknownBase(op.id, op.version)
             return None
-        state = fold(base, [_row(op)], declared).state
+        else:
+            state = fold(base, [_row(op)], declared).state
         if state is None:  # an operation not above the key's version: the log is broken
             raise GridError(f"{self.type_name} id {op.id!r}: seq {op.version} is not above "
                             f"the entry's version {base.version if base else '-'}")

@@ -21,6 +21,7 @@ from gridstream.pipeline._fit import misfit, misfits
 from gridstream.pipeline.api import KafkaRecord
 from gridstream.pipeline.base import HIDDEN, ItemShape
 from gridstream.pipeline.serde._columns import DecodeError
+from gridstream.spark import worker
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -225,6 +226,7 @@ class ItemPass:
         self.target = _Out(schema, tuple(schema.names))
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        worker.prepare()
         for batch in batches:
             yield self.batch(batch)
 
@@ -280,6 +282,7 @@ class BatchPass:
         self.target = _Out(schema, tuple(schema.names))
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        worker.prepare()
         for batch in batches:
             yield self.batch(batch)
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gridstream.errors import ConfigError
 from gridstream.pipeline.base import HIDDEN, Flow
+from gridstream.spark import worker
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -221,6 +222,7 @@ def _lookup_partition(grid: GridSettings, cache: str, on: str, how: How, added: 
     from gridstream.connect.grids import grid_adapter
     from gridstream.pipeline._lookup import enrich
 
+    worker.prepare()
     adapter = grid_adapter(grid)
     adapter.open()
     try:

@@ -18,7 +18,7 @@ from gridstream.errors import ConfigError, SparkError
 from gridstream.kafka import KafkaProperties
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import error_of, kafka_error
-from gridstream.spark import _producers
+from gridstream.spark import _producers, worker
 from gridstream.spark._producers import close_producer
 
 if TYPE_CHECKING:
@@ -394,6 +394,7 @@ def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     when an earlier run committed them."""
     from pyspark import TaskContext
 
+    worker.prepare()
     context = TaskContext.get()
     if context is None:
         raise SparkError("the exactly-once writer must run inside a Spark task")

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from gridstream.errors import CodecError, ConfigError
 from gridstream.protocol.codecs import JsonCodec
 from gridstream.protocol.registry import redacted_url
+from gridstream.spark import worker
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -130,6 +131,7 @@ class Transcoder:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
+        worker.prepare()
         for batch in batches:
             texts: list[bytes | None] = []
             errors: list[str | None] = []

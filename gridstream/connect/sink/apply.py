@@ -37,6 +37,7 @@ import orjson
 
 from gridstream.errors import GridError
 from gridstream.grid.contract import GridAdapter, Key, Write
+from gridstream.spark import worker
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -246,6 +247,7 @@ def _task(config: HazelcastGridConfig, updates: bool, version: int | None = None
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
+        worker.prepare()
         rows: list[Row] = []
         for batch in batches:
             rows.extend(zip(batch.column("cache").to_pylist(), batch.column("key").to_pylist(),

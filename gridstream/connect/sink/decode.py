@@ -33,6 +33,7 @@ from gridstream.connect.transforms import Chain, build_chain, key_from_fields
 from gridstream.errors import CodecError, RecordError
 from gridstream.grid._space_writes import APPLIED_TYPE
 from gridstream.grid.contract import Key, Value
+from gridstream.spark import worker
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -245,6 +246,7 @@ def decode_batches(spec: DecodeSpec, *, stop_on_bad: bool = False) -> Callable[
     naming it), so the job fails before any of its rows is applied."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        worker.prepare()
         decoder = _decoder(spec)
         for batch in batches:
             decoded = _decode_batch(decoder, batch)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from gridstream.connect.sink.apply import apply_in_task, fold_entries
 from gridstream.connect.sink.decode import BAD, FILTERED, OK, DecodeSpec, Entry, decode_entries
+from gridstream.spark import worker
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,6 +43,7 @@ def decode_and_apply(spec: DecodeSpec, config: HazelcastGridConfig, *, updates: 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
+        worker.prepare()
         entries: list[Entry] = []
         counts = {FILTERED: 0, BAD: 0}
         records = 0

@@ -1,5 +1,6 @@
 """Bounded batches: a planned span of sequence numbers cut to a fair share of a limit
-(pure position arithmetic; ``offsets`` plans with it)."""
+(pure position arithmetic; ``offsets`` plans with it); and how often a quiet grid is
+checked (``QuietChecks``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,34 @@ from typing import Any
 
 from gridstream.grid.contract import Position
 
-__all__ = ["bounded", "limited", "share_out", "upto"]
+__all__ = ["QuietChecks", "bounded", "limited", "share_out", "upto"]
+
+
+class QuietChecks:
+    """When the grid is checked for changes: at every trigger (``pollInterval``) while
+    changes flow; after a check that found none, the checks back off, doubling from
+    ``poll_ms`` up to ``idle_ms`` (``idlePollInterval``), and a found change ends the
+    back-off. A quiet grid costs a check every ``idle_ms``, and the first change after a
+    quiet spell waits at most that long; changes that follow each other closely wait at
+    most ``poll_ms`` plus a batch. Times are ``time.monotonic()`` seconds."""
+
+    def __init__(self, poll_ms: int, idle_ms: int) -> None:
+        self.poll_s, self.idle_s = poll_ms / 1000, max(idle_ms, poll_ms) / 1000
+        self._wait_s = 0.0
+        self._next = 0.0
+
+    def due(self, now: float) -> bool:
+        """Whether to check the grid now."""
+        return now >= self._next
+
+    def checked(self, now: float, *, found: bool) -> None:
+        """A check at ``now`` found changes (``found``) or none."""
+        if found:
+            self._wait_s = self._next = 0.0
+            return
+        self._wait_s = min(self.idle_s, max(self.poll_s, 2 * self._wait_s))
+        # a trigger runs every poll_s: be due at the trigger that ends the wait
+        self._next = now + self._wait_s - self.poll_s / 2
 
 
 def share_out(spans: Mapping[Any, int], limit: int) -> dict[Any, int]:

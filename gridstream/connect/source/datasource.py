@@ -42,6 +42,7 @@ from gridstream.connect.converters import build_converter
 from gridstream.connect.filters import load_filter
 from gridstream.connect.grids import grid_adapter
 from gridstream.connect.source import produce, snapshots
+from gridstream.connect.source.bounds import QuietChecks
 from gridstream.connect.source.offsets import (
     Planner,
     SnapshotMade,
@@ -65,6 +66,7 @@ from gridstream.connect.transforms import build_chain
 from gridstream.errors import GridError, PositionLostError, SparkError
 from gridstream.grid.contract import GridAdapter, Position
 from gridstream.kafka import KafkaProperties
+from gridstream.spark import worker
 from gridstream.spark._kafka_slots import SlotPlan
 
 __all__ = ["FORMAT", "GridSourceDataSource", "GridStreamReader", "consumer_name",
@@ -239,6 +241,7 @@ class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._planned_at = 0.0
         self._planned_bound = 0
         self._rate = _FIRST_RATE
+        self._quiet = QuietChecks(c.poll_interval_ms, c.idle_poll_interval_ms)
         self._target: dict[str, Position] | None = None
         self._released = False
         self._consumer: str | None = None
@@ -281,9 +284,12 @@ class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit | None = None
                      ) -> dict[str, Any]:
+        first = self._planner.first
+        now = time.monotonic()
+        if not first and self._target is None and not self._quiet.due(now):
+            return start  # the grid was quiet at the last check: not yet checked again
         begin = SourceOffset.from_dict(start)
         self._measure(begin)
-        first = self._planner.first
         bound = self.bound(limit)
         for attempt in range(1, _ATTEMPTS + 1):
             try:
@@ -301,6 +307,7 @@ class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 time.sleep(_RETRY_S)
         if first:
             self._acknowledge(begin)
+        self._quiet.checked(now, found=planned is not begin)
         self._planned = self._planned_any = planned
         self._planned_from, self._planned_at = begin, time.monotonic()
         self._planned_bound = bound
@@ -323,6 +330,7 @@ class GridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, CachePartition)
+        worker.prepare()
         works, time_ms, events = _work_from(partition.payload)
         if produce.SINK_OPTION in self.options:
             yield self._produce(partition.payload, works, time_ms, events)

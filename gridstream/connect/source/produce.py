@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,7 +140,7 @@ class ProducingRows:
         raise AssertionError("write mode keeps no rows")
 
     def add(self, topic: str | None, key: bytes | None, value: bytes | None,
-            headers: list[tuple[str, bytes]] | None, status: str, cache: str,
+            headers: Sequence[tuple[str, bytes]] | None, status: str, cache: str,
             where: str = "", reason: str | None = None) -> None:
         self.counts[status] += 1
         if status in ("ok", "dead"):
@@ -157,7 +158,7 @@ class ProducingRows:
             self.events.append(reason)
 
     def _produce(self, topic: str | None, key: bytes | None, value: bytes | None,
-                 headers: list[tuple[str, bytes]] | None, status: str) -> None:
+                 headers: Sequence[tuple[str, bytes]] | None, status: str) -> None:
         producer = self._open()
         if producer is None:
             return
@@ -168,9 +169,9 @@ class ProducingRows:
                           if topic != self.dead_letter_topic else -1)
             self._topics.add(topic)
         heads: list[tuple[str, str | bytes | None]] | None = list(headers) if headers else None
-        try:
+        try:  # a transaction's commit fails if a record of it failed: no report needed
             produce_waiting(producer, topic, value, key, headers=heads,
-                            on_delivery=self._delivered)
+                            on_delivery=None if self._txn is not None else self._delivered)
         except KafkaException as exc:
             raise kafka_error(f"slot {self.slot}: cannot produce to {topic!r}", exc,
                               self.properties.client_config()) from exc

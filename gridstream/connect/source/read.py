@@ -68,7 +68,7 @@ class Rows(Protocol):
     def __len__(self) -> int: ...
 
     def add(self, topic: str | None, key: bytes | None, value: bytes | None,
-            headers: list[tuple[str, bytes]] | None, status: str, cache: str,
+            headers: Sequence[tuple[str, bytes]] | None, status: str, cache: str,
             where: str = "", reason: str | None = None) -> None: ...
 
     def take(self) -> pa.RecordBatch: ...
@@ -84,7 +84,7 @@ class RowBuffer:
         return len(self._cols[0])
 
     def add(self, topic: str | None, key: bytes | None, value: bytes | None,
-            headers: list[tuple[str, bytes]] | None, status: str, cache: str,
+            headers: Sequence[tuple[str, bytes]] | None, status: str, cache: str,
             where: str = "", reason: str | None = None) -> None:
         row = (topic, key, value, [{"key": k, "value": v} for k, v in headers or ()],
                status, cache, where, reason)
@@ -124,7 +124,7 @@ class RecordMaker:
                 rows.add(None, None, None, None, "filtered", cache, where)
                 return
             stage = "transform"
-            headers = ((H_VERSION, str(version).encode()),) if version is not None else ()
+            headers = ((H_VERSION, b"%d" % version),) if version is not None else ()
             record = self.chain(Record(c.topic_prefix + cache, cache, key, value, headers,
                                        self.time_ms, where))
             stage = "convert"
@@ -139,8 +139,7 @@ class RecordMaker:
                 raise
             self._bad(rows, cache, key, value, stage, exc)
             return
-        rows.add(record.topic, key_bytes, value_bytes, list(record.headers), "ok", cache,
-                 where)
+        rows.add(record.topic, key_bytes, value_bytes, record.headers, "ok", cache, where)
 
     def _bad(self, rows: Rows, cache: str, key: Key, value: Value | None, stage: str,
              exc: BaseException) -> None:

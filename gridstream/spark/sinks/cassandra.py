@@ -25,6 +25,7 @@ import orjson
 
 from gridstream.errors import StoreError
 from gridstream.operations import Operation, TypeDescriptor
+from gridstream.spark import worker
 from gridstream.spark._rows import operations_from_arrow
 from gridstream.spark.envelope import OPERATION_COLUMNS
 from gridstream.spark.sinks.base import BatchSink, SinkResult
@@ -81,6 +82,7 @@ def _write_partition(key: str, config_values: Mapping[str, Any], types_payload: 
     """mapInArrow body: apply every operation of this partition, yield the counts."""
     import pyarrow as pa
 
+    worker.prepare()
     types = TypeRegistry.from_payload(types_payload)
     writer = _worker_writer(key, config_values)
     total = WriteCounters()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import ConfigError, StoreError
 from gridstream.fold import EntityState, OpRow, fold
+from gridstream.spark import worker
 from gridstream.spark.sinks.base import BatchSink, SinkResult
 from gridstream.spark.types import TypeRegistry
 
@@ -49,6 +50,7 @@ def _fold_partition(fixed: Mapping[str, list[str]], batches: Iterator[Any]) -> I
     """mapInArrow body: rows sorted by (type, id, is_base desc, version) → new states."""
     import pyarrow as pa
 
+    worker.prepare()
     out: list[dict[str, Any]] = []
     key: tuple[str, str] | None = None
     base: EntityState | None = None

@@ -217,3 +217,49 @@ def test_caches_of_a_shared_log_take_one_end_per_plan(tmp_path: Any) -> None:
     planner.first = False
     planned = planner.plan(start, _AdapterView(adapter, tmp_path), 2, 10_000)  # type: ignore[arg-type]
     assert len({s.pos.next_seqs["log"] for s in planned.caches.values()}) == 1
+
+
+def test_a_quiet_grid_is_not_checked_again_before_its_back_off_ends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a plan that found nothing, the next triggers answer the same offset without
+    reading the grid until the back-off ends (the planner ran on every trigger: a quiet
+    Hazelcast source read every partition's journal bounds ten times a second)."""
+    config = SourceConnectorConfig.model_validate({
+        "name": "s", "grid": {"kind": "space", "data_dir": "/d", "space_name": "x"},
+        "checkpoint": "/tmp/c", "pollInterval": 100, "idlePollInterval": 2000})
+    reader = GridStreamReader(source_options(config, ()))
+    reader._adapter = _Adapter()  # type: ignore[assignment]
+    start = SourceOffset({"c": CacheState(Position("L", {"0": 5}))}, 1)
+    moved = SourceOffset({"c": CacheState(Position("L", {"0": 9}))}, 2)
+    plans: list[SourceOffset] = []
+    answer: list[SourceOffset | None] = [None]  # None: nothing moved (start itself)
+
+    def plan(begin: SourceOffset, *args: Any) -> SourceOffset:
+        plans.append(begin)
+        reader._planner.first = False
+        return answer[0] or begin
+
+    monkeypatch.setattr(reader._planner, "plan", plan)
+    monkeypatch.setattr(reader, "_acknowledge", lambda offset: None)
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    assert reader.latestOffset(start.to_dict()) == start.to_dict()  # the first plan
+    assert reader.latestOffset(start.to_dict()) == start.to_dict()  # the same trigger
+    assert len(plans) == 1
+    clock[0] += 0.1
+    reader.latestOffset(start.to_dict())
+    assert len(plans) == 2  # the next trigger checks
+    clock[0] += 0.1
+    assert reader.latestOffset(start.to_dict()) == start.to_dict()
+    assert len(plans) == 2  # backing off: 0.2 s now
+    clock[0] += 0.1
+    answer[0] = moved
+    assert reader.latestOffset(start.to_dict()) == moved.to_dict()
+    assert len(plans) == 3
+    reader.latestOffset(moved.to_dict())  # a change found: checked at the next trigger
+    assert len(plans) == 4
+    reader._target = {}  # an available-now run never backs off
+    answer[0] = None
+    for _ in range(3):
+        reader.latestOffset(moved.to_dict())
+    assert len(plans) == 7

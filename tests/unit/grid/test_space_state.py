@@ -176,3 +176,33 @@ def test_declared_paths_are_unset_to_null() -> None:
                    [op("CHANGE", "a", {}, removed=("n", "d"))]])
     state = rebuild(log, T, 3, frozenset({"n"}))
     assert values(state) == {"a": {"id": "a", "n": None}}
+
+
+def test_every_operation_gives_the_state_the_fold_gives() -> None:
+    """The state's own path for whole writes and removals (no envelope, no fold of one
+    row) gives, field for field, what ``fold`` gives for every kind of operation, a
+    value with a wire form (a date) included."""
+    import datetime as dt
+
+    from gridstream.fold import fold, op_row
+    from gridstream.protocol import Envelope
+
+    ops = [op("WRITE", "a", {"id": "a", "n": 1, "d": dt.date(2026, 1, 2)}),
+           op("UPDATE", "a", {"id": "a", "n": 2}),
+           op("PARTIAL_UPDATE", "a", {"n": 3}),
+           op("CHANGE", "a", {"m.y": 2}, removed=("n",)),
+           op("REMOVE", "a", {"id": "a"}),
+           op("WRITE", "a", {"id": "a", "n": 4}),
+           op("TAKE", "a", {"id": "a", "n": 4})]
+    state = TypeState(T, 1)
+    expected = None
+    for seq, o in enumerate(ops, start=1):
+        numbered = Operation(o.op, T, "a", seq, o.data, 0, 7 * seq, removed=o.removed)
+        got = state.apply(numbered, frozenset(), strict=True)
+        expected = fold(expected, [op_row(Envelope.from_operation(numbered))]).state
+        assert got == expected, o.op
+    state.apply(Operation(OpType.WRITE, T, "b", 9, {"id": "b"}, 0, 0), frozenset(), strict=True)
+    for kind in ("WRITE", "REMOVE", "CHANGE"):  # a version not above the entry's: broken
+        with pytest.raises(GridError, match="not above"):
+            state.apply(Operation(OpType(kind), T, "b", 9, {"id": "b"}, 0, 0), frozenset(),
+                        strict=True)
