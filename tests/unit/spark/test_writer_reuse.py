@@ -148,3 +148,37 @@ def test_the_commit_marker_waits_for_room_in_a_full_queue() -> None:
     producer = _FullQueue()
     SlotTxn(plan, 0, "origin", producer).commit(10)  # type: ignore[arg-type]
     assert producer.committed and producer.sent == 1 and producer.polled >= 1
+
+
+def test_a_new_transactional_producer_connects_without_the_default_backoff(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slot moving to another worker makes a new producer: librdkafka's default
+    reconnect.backoff.ms (100) made each one's init_transactions take 53 ms on loopback;
+    the operator's own value still wins."""
+    from gridstream.spark import _kafka_slots
+
+    configs: list[dict[str, Any]] = []
+
+    class _Made:
+        def __init__(self, config: dict[str, Any]) -> None:
+            configs.append(config)
+
+        def init_transactions(self, timeout: float) -> None:
+            return None
+
+    monkeypatch.setattr(_kafka_slots, "Producer", _Made)
+    _kafka_slots.new_producer(KafkaProperties({"bootstrap.servers": "b:1"}), "t-0", 5.0)
+    _kafka_slots.new_producer(KafkaProperties({"bootstrap.servers": "b:1",
+                                               "reconnect.backoff.ms": 250}), "t-1", 5.0)
+    assert configs[0]["reconnect.backoff.ms"] == 10
+    assert configs[1]["reconnect.backoff.ms"] == 250
+    assert [c["transactional.id"] for c in configs] == ["t-0", "t-1"]
+
+
+def test_the_pooled_idempotent_producer_reports_failures_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    configs: list[dict[str, Any]] = []
+    monkeypatch.setattr(_producers, "Producer", lambda config: configs.append(config) or config)
+    monkeypatch.setattr(_producers, "_PLAIN", {})
+    _producers.idempotent(KafkaProperties({"bootstrap.servers": "b:1"}))
+    assert configs[0]["delivery.report.only.error"] is True
