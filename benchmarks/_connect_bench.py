@@ -293,9 +293,15 @@ def drain_query(start: Callable[[], Any], reports: Callable[[], Sequence[Any]],
     first, last = with_rows[0], with_rows[-1]
     first_s = _epoch(first["timestamp"])
     last_end = _epoch(last["timestamp"]) + last["durationMs"]["triggerExecution"] / 1000
-    return {"startup_s": first_s - began_wall, "drain_s": last_end - first_s,
-            "total_s": total, "records": sum(r.records for r in reports()),
-            "batches": len(with_rows)}
+    out = {"startup_s": first_s - began_wall, "drain_s": last_end - first_s,
+           "total_s": total, "records": sum(r.records for r in reports()),
+           "batches": len(with_rows)}
+    if len(with_rows) > 2:  # the batches after the run's first (its check, its bound)
+        second_s = _epoch(with_rows[1]["timestamp"])
+        out["steady_s"] = last_end - second_s
+        out["steady_records"] = sum(r.records for r in reports()
+                                    if r.batch_id != first["batchId"])
+    return out
 
 
 def prerun(start: Callable[[], Any], failure: Callable[[], BaseException | None],
@@ -356,16 +362,26 @@ def rounds(repeat: int, warmup: int, prepare: Callable[[], None] | None,
 def summary(runs: list[dict[str, float]], records: int) -> dict[str, Any]:
     """Median and best (min seconds) of the runs' drains, the start-ups' median."""
     drains = [r["drain_s"] for r in runs]
-    return {"records_per_s": round(records / statistics.median(drains)),
-            "best_records_per_s": round(records / min(drains)),
-            "drain_s": [round(d, 2) for d in drains],
-            "startup_s": round(statistics.median(r["startup_s"] for r in runs), 2)}
+    out = {"records_per_s": round(records / statistics.median(drains)),
+           "best_records_per_s": round(records / min(drains)),
+           "drain_s": [round(d, 2) for d in drains],
+           "startup_s": round(statistics.median(r["startup_s"] for r in runs), 2)}
+    if all("steady_s" in r for r in runs):  # a connector's: without its first batch
+        out["steady_records_per_s"] = round(statistics.median(
+            r["steady_records"] / r["steady_s"] for r in runs))
+    return out
 
 
 def ratio(side: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
-    """``side`` over ``base``: of the median drains, and of the best ones."""
+    """``side`` over ``base``: of the median drains, of the best ones, and of the steady
+    rates (a connector's drain without its run's first batch; a side without batches:
+    its whole drain)."""
+    def steady(figures: dict[str, Any]) -> float:
+        return float(figures.get("steady_records_per_s", figures["records_per_s"]))
+
     return {"of_medians": round(side["records_per_s"] / base["records_per_s"], 3),
-            "of_best": round(side["best_records_per_s"] / base["best_records_per_s"], 3)}
+            "of_best": round(side["best_records_per_s"] / base["best_records_per_s"], 3),
+            "of_steady": round(steady(side) / steady(base), 3)}
 
 
 SMOKE = {"changes": 40, "keys": 5, "repeat": 1, "warmup": 0}

@@ -8,7 +8,8 @@ is its arrival minus its stamp (one machine, one clock); the ``steady_*`` percen
 leave out the records written in the first ``--warmup-s`` seconds. Sides:
 
 - **connector** — ``SourceConnector`` (``failoverPolicy`` BACKLOG, ``shallLoadInitialData``
-  false, exactly-once, ``pollInterval`` ``--poll-ms``) in this process's Spark session,
+  false, exactly-once, ``pollInterval`` ``--poll-ms`` or the connector's default) in
+  this process's Spark session,
   started and past its first batch before the writer starts;
 - **bridge** — what fifteen lines give: an entry listener of the plain client producing
   each event with an idempotent producer (at-least-once; it loses events on any
@@ -20,7 +21,7 @@ reports the highest whose lag stayed bounded: every record delivered within
 not above twice that of the first third plus a second.
 
 Usage: python benchmarks/bench_connect_latency.py [--rates 500 10000] [--seconds 300]
-    [--poll-ms 100] [--sides connector bridge] [--sustained] [--smoke]
+    [--poll-ms MS] [--sides connector bridge] [--sustained] [--smoke]
 Prints JSON (p50 / p99 / max in ms per side and rate, the load average).
 """
 
@@ -137,7 +138,7 @@ def _bridge(members: str, cache: str, bootstrap: str, topic: str) -> tuple[Any, 
 
 
 def _connector(spark: Any, members: str, cache: str, bootstrap: str, prefix: str,
-               poll_ms: int, ckpt: str) -> Any:
+               poll_ms: int | None, ckpt: str) -> Any:
     from gridstream.connect.config import SourceConnectorConfig
     from gridstream.connect.source import SourceConnector
 
@@ -145,7 +146,8 @@ def _connector(spark: Any, members: str, cache: str, bootstrap: str, prefix: str
         "name": f"lat-{uuid.uuid4().hex[:8]}", "checkpoint": ckpt,
         "grid": {"kind": "hazelcast", "members": [members], "cluster_name": CLUSTER[0]},
         "failoverPolicy": "BACKLOG", "shallLoadInitialData": False,
-        "cacheWhitelist": [cache], "topicPrefix": prefix, "pollInterval": poll_ms,
+        "cacheWhitelist": [cache], "topicPrefix": prefix,
+        **({} if poll_ms is None else {"pollInterval": poll_ms}),
         "deliveryGuarantee": "exactly_once", "topic.creation.default.partitions": 2})
     connector = SourceConnector(config, bootstrap_servers=bootstrap)
     query = connector.start(spark)
@@ -250,7 +252,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", type=int, nargs="+", default=[500, 10_000])
     parser.add_argument("--seconds", type=float, default=300.0)
-    parser.add_argument("--poll-ms", type=int, default=100)
+    parser.add_argument("--poll-ms", type=int, default=None,
+                        help="the connector's pollInterval (default: the connector's own)")
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--drain-s", type=float, default=30.0)
     parser.add_argument("--warmup-s", type=float, default=10.0,
