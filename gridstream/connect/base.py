@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -72,6 +73,11 @@ class Connector(ABC):
         except BaseException as exc:
             self.failure = exc
             raise
+
+    def progressed(self, progress: Mapping[str, Any] | None) -> None:
+        """The runner hands over the query's last progress (``lastProgress``) now and
+        then (a sink commits its positions to its consumer group)."""
+        return None
 
     def close(self) -> None:
         """Release what ``start`` opened on the driver."""

@@ -90,7 +90,9 @@ MEANINGS: dict[str, str] = {
     "idle_poll_interval_ms": "After a check of the grid found no change, the checks back "
                              "off (doubling from `pollInterval`) up to this interval: a "
                              "quiet grid is checked this often, and the first change after "
-                             "a quiet spell waits at most this long.",
+                             "a quiet spell waits at most this long (a cache created "
+                             "meanwhile: found at the first check after "
+                             "`cacheListPollInterval`). Milliseconds or text.",
     "batch_size": "Rows of a snapshot taken per micro-batch (per snapshotting cache).",
     "max_changes_per_batch": "The most changes a micro-batch streams (all caches "
                              "together; a backlog drains as many batches). Under "

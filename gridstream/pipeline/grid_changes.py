@@ -45,6 +45,9 @@ CHANGE_COLUMNS = ("cache", "key", "value", "version")
 """The flow's visible columns: the cache, the key and value as JSON bytes (value null:
 a removal) and the change's version (null for a snapshot entry without one)."""
 _READ = ("ok", "error")
+_NO_BACK_OFF_MS = 10
+"""The source's poll and idle intervals for a pipeline (the least allowed): the pipeline's
+own trigger decides how often Spark asks for changes, each ask reads the grid."""
 """Row statuses that become items (``error``: through the error policy). The others
 are the data source's bookkeeping: ``event`` (snapshots, discovered or dropped caches)
 rows, which the progress log shows; ``filtered`` and ``gap`` never occur with the
@@ -92,7 +95,9 @@ class GridChangesSource(Source):
         self.options: dict[str, Any] = {
             "failover_policy": policy, "shall_load_initial_data": initial,
             "on_position_lost": on_position_lost, "batch_size": batch_size,
-            "cache_list_poll_interval_ms": cache_list_interval_ms}
+            "cache_list_poll_interval_ms": cache_list_interval_ms,
+            # the pipeline's trigger says how often the grid is checked: no back-off
+            "poll_interval_ms": _NO_BACK_OFF_MS, "idle_poll_interval_ms": _NO_BACK_OFF_MS}
         checked = self.config("check", "/tmp/check")  # noqa: S108 - a bad option fails now
         self._resumes_exactly = (checked.failover_policy == FailoverPolicy.BACKLOG
                                  and checked.on_position_lost == "fail")

@@ -13,7 +13,8 @@ from pydantic import SecretStr
 from gridstream.errors import ConfigError
 
 __all__ = ["FETCH_MAX_WAIT_MS", "MAX_OFFSETS_PER_TRIGGER", "SPARK_MANAGED",
-           "check_consumer_properties", "client_options", "kafka_lag", "source_options"]
+           "check_consumer_properties", "client_options", "kafka_lag", "kafka_offsets",
+           "source_options"]
 
 MAX_OFFSETS_PER_TRIGGER = 100_000
 """The default most records per micro-batch of every Kafka source gridstream reads (store
@@ -84,7 +85,8 @@ def kafka_lag(progress: Mapping[str, Any] | None) -> int | None:
         return None
     total, seen = 0, False
     for source in progress.get("sources", []):
-        end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
+        end = kafka_offsets(source.get("endOffset"))
+        latest = kafka_offsets(source.get("latestOffset"))
         for key, value in latest.items():
             if key in end:
                 total += max(0, value - end[key])
@@ -92,7 +94,7 @@ def kafka_lag(progress: Mapping[str, Any] | None) -> int | None:
     return total if seen else None
 
 
-def _offsets(raw: Any) -> dict[tuple[str, str], int]:
+def kafka_offsets(raw: Any) -> dict[tuple[str, str], int]:
     """``{"topic": {"0": 12}}`` (a dict or its JSON text) → ``{(topic, "0"): 12}``. Only
     Kafka-like members count (every value an integer): a source connector's offsets
     (positions, snapshot progress) are not Kafka offsets."""

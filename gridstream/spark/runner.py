@@ -152,7 +152,11 @@ class PipelineRunner:
     def _report(self, queries: dict[str, StreamingQuery]) -> None:
         for pipeline in self.pipelines:
             query = queries.get(pipeline.name)
-            lag = kafka_lag(query.lastProgress) if query is not None else None
+            progress = query.lastProgress if query is not None else None
+            lag = kafka_lag(progress)
+            progressed = getattr(pipeline, "progressed", None)  # connectors have it
+            if progressed is not None:
+                progressed(progress)
             while pipeline.reports:
                 self.say(pipeline.reports.popleft().line(lag))
 

@@ -349,3 +349,52 @@ def test_driver_killed_ten_times_resumes_to_each_keys_latest_value(
     seen = kill_and_resume(grid, kafka_bootstrap, topic_factory, tmp_path, kills=10,
                            records=20_000, seed=47)
     assert "".join(seen).count("--- killed ---") == 10
+
+
+def test_the_runner_commits_a_sinks_positions_to_its_consumer_group(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    """Kafka's lag tools read consumer groups: run by the runner, a sink commits each
+    completed batch's end offsets to ``connect-<name>`` (the checkpoint stays the truth).
+    Without the commit the group has no offsets and the wait below fails."""
+    import io
+
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from gridstream.connect.sink.positions import group_id
+    from gridstream.spark.runner import PipelineRunner
+
+    topic = topic_factory(2)
+    where = produce(kafka_bootstrap, topic, workload(7, keys=50, count=400))
+    ends = {p: max(o for q, o in where if q == p) + 1 for p, _ in where}
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    committed: dict[int, int] = {}
+    with make_grid("space", tmp_path) as grid:
+        connector = sink(grid, kafka_bootstrap, tmp_path, topics=[topic],
+                         cachePrefix=cache_prefix(grid))
+        out = io.StringIO()
+        runner = PipelineRunner([connector], lambda: spark, out=out, poll_s=0.2)
+
+        def watch() -> None:  # the runner takes the main thread (its signal handlers)
+            deadline = time.monotonic() + 120
+            try:
+                while time.monotonic() < deadline and committed != ends:
+                    request = ConsumerGroupTopicPartitions(
+                        group_id(connector.name), [TopicPartition(topic, p) for p in ends])
+                    answer = admin.list_consumer_group_offsets([request])
+                    got = next(iter(answer.values())).result()
+                    committed.clear()
+                    committed.update({tp.partition: tp.offset for tp in got.topic_partitions
+                                      if tp.offset >= 0})
+                    time.sleep(0.5)
+            finally:
+                runner.stop()
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        assert runner.run() == 0
+        watcher.join(30)
+    assert committed == ends
+    import re  # the runner printed (and took) the reports: every record was read
+    assert sum(int(n) for n in re.findall(r"batch \d+: (\d+) records", out.getvalue())) == 400

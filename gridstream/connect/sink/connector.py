@@ -53,6 +53,7 @@ from gridstream.connect.sink.decode import (
     output_schema,
 )
 from gridstream.connect.sink.fused import COUNTS_SCHEMA, decode_and_apply
+from gridstream.connect.sink.positions import GroupPositions
 from gridstream.connect.transforms import build_chain
 from gridstream.errors import ConfigError, ConnectorError, RecordError
 from gridstream.grid.contract import GridAdapter
@@ -95,6 +96,8 @@ class SinkConnector(Connector):
         self.bootstrap_servers = config.bootstrap_servers or bootstrap_servers
         self.kafka_properties: dict[str, Any] = {**(kafka_properties or {}), **config.kafka}
         check_consumer_properties(self.kafka_properties, f"connector {config.name!r}")
+        self.positions = GroupPositions(config.name, self.bootstrap_servers,
+                                        self.kafka_properties)
         self.allowed = _allowed(allowed_modules)
         if space is not None and isinstance(config.grid, HazelcastGridSettings):
             raise ConfigError(f"connector {config.name!r}: a Space was given to a "
@@ -167,7 +170,11 @@ class SinkConnector(Connector):
                   .trigger(**parse_trigger(self.config.trigger)))
         return writer.start()
 
+    def progressed(self, progress: Mapping[str, Any] | None) -> None:
+        self.positions.progressed(progress)
+
     def close(self) -> None:
+        self.positions.close()
         adapter, self._adapter = self._adapter, None
         if adapter is not None:
             adapter.close()

@@ -184,7 +184,7 @@ def test_every_operation_gives_the_state_the_fold_gives() -> None:
     value with a wire form (a date) included."""
     import datetime as dt
 
-    from gridstream.fold import fold, op_row
+    from gridstream.fold import EntityState, fold, op_row
     from gridstream.protocol import Envelope
 
     ops = [op("WRITE", "a", {"id": "a", "n": 1, "d": dt.date(2026, 1, 2)}),
@@ -196,11 +196,18 @@ def test_every_operation_gives_the_state_the_fold_gives() -> None:
            op("TAKE", "a", {"id": "a", "n": 4})]
     state = TypeState(T, 1)
     expected = None
+    states: list[EntityState | None] = []
     for seq, o in enumerate(ops, start=1):
         numbered = Operation(o.op, T, "a", seq, o.data, 0, 7 * seq, removed=o.removed)
         got = state.apply(numbered, frozenset(), strict=True)
         expected = fold(expected, [op_row(Envelope.from_operation(numbered))]).state
         assert got == expected, o.op
+        states.append(got)
+    # and literally (the fold and the fast path share whole_state)
+    assert states[0] == EntityState(1, False, "WRITE", 7, '{"id":"a","n":1,"d":"2026-01-02"}')
+    assert states[2] == EntityState(3, False, "PARTIAL_UPDATE", 21, '{"id":"a","n":3}')
+    assert states[4] == EntityState(5, True, "REMOVE", 35, None)
+    assert states[6] == EntityState(7, True, "TAKE", 49, None)
     state.apply(Operation(OpType.WRITE, T, "b", 9, {"id": "b"}, 0, 0), frozenset(), strict=True)
     for kind in ("WRITE", "REMOVE", "CHANGE"):  # a version not above the entry's: broken
         with pytest.raises(GridError, match="not above"):

@@ -173,6 +173,9 @@ def test_the_changes_source_reads_the_named_caches_only_with_removals() -> None:
     assert config.failover_policy.value == "FULL_SNAPSHOT"
     assert config.name == "my_pipeline_"
     assert "orders, a.b" in source.describe()
+    # the pipeline's trigger decides how often the grid is read: the connector's
+    # quiet-grid back-off (up to 2 s) would delay a pipeline's first change after a lull
+    assert config.poll_interval_ms == config.idle_poll_interval_ms == 10
 
 
 @pytest.mark.parametrize(("caches", "more", "message"), [

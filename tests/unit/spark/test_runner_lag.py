@@ -45,3 +45,29 @@ def test_a_source_connector_s_offsets_give_no_lag_and_no_error() -> None:
               "events": {"0": {"kind": "discovered", "cache": "Users"}}}
     progress = {"sources": [{"endOffset": json.dumps(offset), "latestOffset": offset}]}
     assert _lag(progress) is None
+
+
+def test_the_runner_hands_each_connector_its_query_progress() -> None:
+    """A sink commits its positions to its consumer group from the progress the runner
+    reads (a flow without ``progressed``, a store pipeline, is left alone)."""
+    from collections import deque
+
+    from gridstream.spark.runner import PipelineRunner
+
+    class _Query:
+        lastProgress = _progress({"t": {"0": 4}}, {"t": {"0": 9}})  # noqa: N815 - Spark's
+
+    class _Flow:
+        def __init__(self, name: str) -> None:
+            self.name = name
+            self.reports: deque[Any] = deque()
+            self.seen: list[Any] = []
+
+    class _Connector(_Flow):
+        def progressed(self, progress: Any) -> None:
+            self.seen.append(progress)
+
+    connector, store = _Connector("sink"), _Flow("store")
+    runner = PipelineRunner([connector, store], lambda: None)  # type: ignore[list-item]
+    runner._report({"sink": _Query(), "store": _Query()})  # type: ignore[dict-item]
+    assert connector.seen == [_Query.lastProgress]

@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-
-import pytest
 
 from gridstream.spark import worker
 
-
-@pytest.fixture(autouse=True)
-def _restore() -> Iterator[None]:
-    saved = gc.get_threshold()
-    worker._prepared = False
-    yield
-    gc.set_threshold(*saved)
-    worker._prepared = False
+# tests/unit/conftest.py restores the thresholds and ``worker._prepared`` after each test
 
 
 def test_raises_the_first_threshold_and_keeps_the_others() -> None:
