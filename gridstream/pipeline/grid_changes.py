@@ -45,13 +45,13 @@ CHANGE_COLUMNS = ("cache", "key", "value", "version")
 """The flow's visible columns: the cache, the key and value as JSON bytes (value null:
 a removal) and the change's version (null for a snapshot entry without one)."""
 _READ = ("ok", "error")
-_NO_BACK_OFF_MS = 10
-"""The source's poll and idle intervals for a pipeline (the least allowed): the pipeline's
-own trigger decides how often Spark asks for changes, each ask reads the grid."""
 """Row statuses that become items (``error``: through the error policy). The others
 are the data source's bookkeeping: ``event`` (snapshots, discovered or dropped caches)
 rows, which the progress log shows; ``filtered`` and ``gap`` never occur with the
 options chosen here (no filter, removals kept, no ``NONE`` failover)."""
+_NO_BACK_OFF_MS = 10
+"""The source's poll and idle intervals for a pipeline (the least allowed): the pipeline's
+own trigger decides how often Spark asks for changes, each ask reads the grid."""
 
 
 def decode_change(row: dict[str, Any]) -> dict[str, Any]:

@@ -174,10 +174,12 @@ class SinkConnector(Connector):
         self.positions.progressed(progress)
 
     def close(self) -> None:
-        self.positions.close()
-        adapter, self._adapter = self._adapter, None
-        if adapter is not None:
-            adapter.close()
+        try:
+            self.positions.close()
+        finally:
+            adapter, self._adapter = self._adapter, None
+            if adapter is not None:
+                adapter.close()
 
     # ------------------------------------------------------------ one micro-batch
 

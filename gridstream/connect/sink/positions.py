@@ -3,9 +3,15 @@
 Spark keeps a sink's offsets in its checkpoint, which is the truth: a restart resumes
 from there. Kafka's own tools (``kafka-consumer-groups.sh``, Burrow, the exporters)
 read consumer groups, so after each completed batch the sink commits the batch's end
-offsets to the group ``connect-<connector name>`` too (Kafka Connect's naming). The group
-trails the checkpoint by at most the runner's report interval; nothing ever reads from
-it. A commit that fails is logged (once a minute at most) and never fails the flow.
+offsets to the group ``connect-<connector name>`` too (Kafka Connect's naming), and again
+every hour while nothing moves (Kafka drops an empty group's offsets after
+``offsets.retention.minutes``). The group trails the checkpoint by at most the runner's
+report interval; nothing ever reads from it. A commit that fails is logged (once a
+minute at most) and never fails the flow.
+
+The sink's Kafka properties are the Java client's (Spark's Kafka source takes them):
+where they hold settings the C client (librdkafka) does not know — a JAAS line, a
+truststore — the group is not committed, which is said once.
 """
 
 from __future__ import annotations
@@ -17,13 +23,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from gridstream.kafka.config import shared_config
+from gridstream.kafka.config import scrub, shared_config
 from gridstream.spark.kafka_source import client_options, kafka_offsets
 
 __all__ = ["GroupPositions", "group_id"]
 
 log = logging.getLogger(__name__)
 _WARN_EVERY_S = 60.0
+_AGAIN_EVERY_S = 3600.0
 
 
 def group_id(connector: str) -> str:
@@ -43,35 +50,48 @@ class GroupPositions:
                         "group.id": self.group, "enable.auto.commit": False,
                         "on_commit": self._on_commit}
         self._consumer: Consumer | None = None
+        self._unusable = False
         self._committed: dict[tuple[str, str], int] = {}
+        self._committed_at = 0.0
         self._warned_at = 0.0
 
     def progressed(self, progress: Mapping[str, Any] | None) -> None:
         """Commit the end offsets of the query's last completed batch (``progress``:
-        ``StreamingQuery.lastProgress``), if they moved since the last commit."""
-        if not progress:
+        ``StreamingQuery.lastProgress``), if they moved since the last commit (or an
+        hour passed)."""
+        if self._unusable:
             return
+        if self._consumer is not None:
+            self._consumer.poll(0)  # serves the results of earlier commits
         ends: dict[tuple[str, str], int] = {}
-        for source in progress.get("sources", []):
+        for source in (progress or {}).get("sources", []):
             ends.update(kafka_offsets(source.get("endOffset")))
-        if not ends or ends == self._committed:
+        now = time.monotonic()
+        if not ends or (ends == self._committed and now - self._committed_at < _AGAIN_EVERY_S):
             return
+        if self._consumer is None:
+            try:
+                self._consumer = Consumer(self._config)
+            except (KafkaException, ValueError, TypeError) as exc:
+                self._unusable = True
+                log.warning("consumer group %r: the sink's positions are not committed there "
+                            "(lag tools do not see it; the checkpoint is unaffected): its "
+                            "Kafka properties do not suit the C client: %s", self.group,
+                            scrub(str(exc), self._config))
+                return
         offsets = [TopicPartition(topic, int(part), offset)
                    for (topic, part), offset in sorted(ends.items())]
         try:  # asynchronous: a broker away never holds up the runner
-            if self._consumer is None:
-                self._consumer = Consumer(self._config)
             self._consumer.commit(offsets=offsets, asynchronous=True)
-            self._consumer.poll(0)  # serves the results of earlier commits
-        except (KafkaException, ValueError, RuntimeError) as exc:
+        except (KafkaException, RuntimeError) as exc:
             self._warn(exc)
             return
-        self._committed = ends
+        self._committed, self._committed_at = ends, now
 
     def _on_commit(self, err: Any, partitions: Any) -> None:
         if err is not None:
             self._warn(err)
-            self._committed = {}  # commit again at the next batch
+            self._committed = {}  # commit again at the next report
 
     def _warn(self, problem: object) -> None:
         now = time.monotonic()
@@ -79,9 +99,14 @@ class GroupPositions:
             self._warned_at = now
             log.warning("cannot commit a sink's positions to consumer group %r (lag tools "
                         "see older ones; the checkpoint is unaffected): %s", self.group,
-                        problem)
+                        scrub(str(problem), self._config))
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            consumer.close()
+            try:
+                consumer.poll(0)
+                consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("consumer group %r: closing its committer failed: %s", self.group,
+                            scrub(str(exc), self._config))

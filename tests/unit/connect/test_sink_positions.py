@@ -19,6 +19,10 @@ class _Consumer:
         self.config = config
         self.commits: list[list[tuple[str, int, int]]] = []
         self.fail = False
+        self.failures: list[str] = []
+        if "sasl.jaas.config" in config:  # what librdkafka says of a Java-only setting
+            raise KafkaException(f"No such configuration property: \"sasl.jaas.config\" "
+                                 f"({config['sasl.jaas.config']})")  # quoting the value
         _Consumer.made.append(self)
 
     def commit(self, *, offsets: Any, asynchronous: bool) -> None:
@@ -28,7 +32,9 @@ class _Consumer:
         self.commits.append([(tp.topic, tp.partition, tp.offset) for tp in offsets])
 
     def poll(self, timeout: float) -> None:
-        return None
+        """Serves the results of earlier commits (``failures`` queued by a test)."""
+        while self.failures:
+            self.config["on_commit"](self.failures.pop(0), [])
 
     def close(self) -> None:
         return None
@@ -78,6 +84,35 @@ def test_a_failed_commit_is_logged_and_tried_again(made: list[_Consumer],
     made[0].fail = False
     group.progressed(_progress({"t": {"0": 2}}))
     assert made[0].commits[-1] == [("t", 0, 2)]
-    group._on_commit("COORDINATOR_NOT_AVAILABLE", [])  # an asynchronous failure
-    group.progressed(_progress({"t": {"0": 2}}))  # the same offsets: committed again
-    assert made[0].commits[-2:] == [[("t", 0, 2)], [("t", 0, 2)]]
+    made[0].failures.append("COORDINATOR_NOT_AVAILABLE")  # an asynchronous failure,
+    group.progressed(_progress({"t": {"0": 2}}))  # served at the next report, even idle:
+    assert made[0].commits[-2:] == [[("t", 0, 2)], [("t", 0, 2)]]  # committed again
+
+
+def test_an_idle_sinks_group_is_committed_again_every_hour(
+        made: list[_Consumer], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka drops an empty group's offsets after offsets.retention.minutes."""
+    clock = [1000.0]
+    monkeypatch.setattr(positions.time, "monotonic", lambda: clock[0])
+    group = GroupPositions("sink", "b:1", {})
+    group.progressed(_progress({"t": {"0": 3}}))
+    clock[0] += 3000
+    group.progressed(_progress({"t": {"0": 3}}))
+    assert len(made[0].commits) == 1
+    clock[0] += 700
+    group.progressed(_progress({"t": {"0": 3}}))
+    assert len(made[0].commits) == 2
+
+
+def test_java_only_properties_skip_the_group_and_say_so_once(
+        made: list[_Consumer], caplog: pytest.LogCaptureFixture) -> None:
+    """A sink's properties are the Java client's (Spark's Kafka source): a JAAS line
+    means nothing to librdkafka. The flow goes on; the secret is not logged."""
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="s3cr3t";'
+    group = GroupPositions("sink", "b:1", {"sasl.jaas.config": jaas})
+    with caplog.at_level(logging.WARNING):
+        for offset in (1, 2, 3):
+            group.progressed(_progress({"t": {"0": offset}}))
+    assert not made
+    assert caplog.text.count("not committed there") == 1
+    assert "s3cr3t" not in caplog.text
