@@ -108,7 +108,9 @@ class KafkaService(JvmService):
             str(_process.find_java()), "-cp", _cp(classpath(self.artifact_set)),
             f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={self.dir / 'logs'}",
-            "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self._config),
+            # "=": one id in 64 starts with "-", which "-t ID" hands the parser as an option
+            "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+            "-c", str(self._config),
         ]
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)  # noqa: S603
         if result.returncode != 0:

@@ -108,3 +108,27 @@ def test_kafka_jvm_options_from_the_environment(tmp_path: Path,
     parallel = KafkaService(tmp_path).command(java, jars)
     assert "-XX:+UseParallelGC" in parallel
     assert not any(o.startswith(("-XX:+UseG1GC", "-XX:MaxGCPauseMillis")) for o in parallel)
+
+
+def test_a_cluster_id_starting_with_a_dash_still_formats(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """One random cluster id in 64 starts with "-": given as "-t ID", Kafka's storage tool
+    read it as an option and failed ("argument --cluster-id/-t: expected one argument"),
+    failing `gridstream stack up` on a fresh machine now and then."""
+    import subprocess
+    import uuid
+
+    from gridstream.stack import _process, artifacts
+    from gridstream.stack.kafka import KafkaService
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(bytes=b"\xf8" + b"\x00" * 15))
+    monkeypatch.setattr(_process, "find_java", lambda: Path("/usr/bin/java"))
+    monkeypatch.setattr(artifacts, "classpath", lambda name: [tmp_path / "a.jar"])
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: seen.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 0, "", ""))
+    KafkaService(tmp_path)._format()
+    (cmd,) = seen
+    ids = [a for a in cmd if a.startswith("--cluster-id=")]
+    assert ids == ["--cluster-id=-AAAAAAAAAAAAAAAAAAAAA"]
+    assert "-t" not in cmd
