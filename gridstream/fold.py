@@ -33,8 +33,8 @@ from gridstream.paths import apply_logged
 from gridstream.protocol import Envelope
 from gridstream.protocol.values import wire_default
 
-__all__ = ["EntityState", "FoldResult", "OpRow", "data_text", "fold", "is_whole", "op_row",
-           "parse_data", "whole_state"]
+__all__ = ["OP_NAMES", "EntityState", "FoldResult", "OpRow", "data_text", "fold", "is_whole",
+           "op_row", "parse_data", "whole_state"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ def parse_data(text: str | None, where: str) -> dict[str, Any] | None:
 _FULL = frozenset({"WRITE", "UPDATE"})
 _DELETE = frozenset({"REMOVE", "TAKE"})
 _WHOLE = _FULL | _DELETE
-_OP_NAMES = {op: op.value for op in OpType}
+OP_NAMES = {op: op.value for op in OpType}
 """An ``OpType``'s name without the enum's ``value`` property (~1 µs a call on 3.11)."""
 
 
@@ -152,7 +152,7 @@ def data_text(data: Mapping[str, Any], where: str) -> str:
 
 def op_row(envelope: Envelope) -> OpRow:
     """An envelope as the fold sees it: ``data`` back in its wire JSON form."""
-    op = _OP_NAMES[envelope.op]
+    op = OP_NAMES[envelope.op]
     text: str | None = None
     if envelope.data is not None and op not in _DELETE:
         text = data_text(envelope.data, f"{envelope.type} id={envelope.id!r} "

@@ -23,7 +23,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gridstream.errors import GridError, OperationLogError
-from gridstream.fold import EntityState, OpRow, data_text, fold, is_whole, op_row, whole_state
+from gridstream.fold import (
+    OP_NAMES,
+    EntityState,
+    OpRow,
+    data_text,
+    fold,
+    is_whole,
+    op_row,
+    whole_state,
+)
 from gridstream.operations import EntityId, Operation, OpType
 from gridstream.protocol import Envelope
 from gridstream.space.contract import LogReader, StateSnapshot
@@ -47,7 +56,6 @@ def _row(op: Operation) -> OpRow:
     return op_row(Envelope.from_operation(op))
 
 
-_NAMES = {op: op.value for op in OpType}
 _PARTIAL = frozenset(op for op in OpType if op.is_partial)
 _DELETES = frozenset(op for op in OpType if op.is_delete)
 
@@ -93,7 +101,7 @@ class TypeState:
         an unknown key raises ``UnknownBase`` when ``strict``, else leaves it unknown."""
         self.settle(op.version)
         base = self.known.get(op.id)
-        name = _NAMES[op.op]
+        name = OP_NAMES[op.op]
         state: EntityState | None
         if is_whole(name):  # the hot path: no envelope, no fold of one row
             if base is not None and op.version <= base.version:

@@ -14,19 +14,19 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from gridstream.errors import ConfigError, SparkError
+from gridstream.errors import SparkError
 from gridstream.kafka import KafkaProperties
 from gridstream.kafka.config import shared_config
-from gridstream.kafka.errors import error_of, kafka_error
+from gridstream.kafka.errors import kafka_error
 from gridstream.spark import _producers, worker
-from gridstream.spark._producers import close_producer
+from gridstream.spark._producers import close_producer, new_producer
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["COLUMNS", "H1", "H2", "Marker", "MarkerScan", "SlotPlan", "SlotTxn",
            "close_producer", "content_of", "decide", "marker_key", "marker_partition",
-           "match_slots", "new_producer", "open_slot", "produce_waiting", "run_task",
+           "match_slots", "open_slot", "produce_waiting", "run_task",
            "transactional_id"]
 
 COLUMNS = ("key", "value", "topic", "partition", "headers")
@@ -178,40 +178,6 @@ class SlotPlan:
 
 
 _READERS: dict[tuple[str, str, int], _MarkerReader] = {}
-
-
-_RECONNECT_MS = 10
-"""A new producer's first connection to the transaction coordinator waits
-``reconnect.backoff.ms`` (librdkafka's default 100: ``init_transactions`` took 53 ms on
-loopback, 14 ms with 10). A slot whose task runs in another Python worker than last batch
-makes a new producer (Spark hands tasks to its idle workers in turn), up to every slot
-every batch. Failing connections still back off exponentially (to
-``reconnect.backoff.max.ms``); the operator's value wins."""
-
-
-def new_producer(properties: KafkaProperties, txn_id: str, timeout_s: float) -> Producer:
-    config = {"reconnect.backoff.ms": _RECONNECT_MS, **properties.client_config(),
-              "transactional.id": txn_id}
-    try:
-        producer = Producer(config)
-    except KafkaException as exc:
-        raise kafka_error("invalid kafka producer configuration", exc, config) from exc
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            producer.init_transactions(timeout_s)
-            return producer
-        except KafkaException as exc:
-            err = error_of(exc)
-            if err is not None and err.name() == "INVALID_TRANSACTION_TIMEOUT":
-                producer.close()
-                raise ConfigError("the broker refuses transaction.timeout.ms (above its "
-                                  "transaction.max.timeout.ms)") from exc
-            if err is None or not err.retriable() or time.monotonic() > deadline:
-                producer.close()
-                raise kafka_error(f"cannot initialize transactions of {txn_id}", exc,
-                                  config) from exc
-            time.sleep(0.2)
 
 
 def _abort_and_discard(producer: Producer, abort_s: float) -> None:

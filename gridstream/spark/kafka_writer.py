@@ -69,11 +69,10 @@ from gridstream.spark._kafka_slots import (
     decide,
     marker_partition,
     match_slots,
-    new_producer,
     run_task,
     transactional_id,
 )
-from gridstream.spark._producers import close_producer
+from gridstream.spark._producers import close_producer, new_producer
 from gridstream.spark.config import parse_trigger
 
 if TYPE_CHECKING:

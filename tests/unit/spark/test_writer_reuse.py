@@ -155,8 +155,6 @@ def test_a_new_transactional_producer_connects_without_the_default_backoff(
     """A slot moving to another worker makes a new producer: librdkafka's default
     reconnect.backoff.ms (100) made each one's init_transactions take 53 ms on loopback;
     the operator's own value still wins."""
-    from gridstream.spark import _kafka_slots
-
     configs: list[dict[str, Any]] = []
 
     class _Made:
@@ -166,9 +164,9 @@ def test_a_new_transactional_producer_connects_without_the_default_backoff(
         def init_transactions(self, timeout: float) -> None:
             return None
 
-    monkeypatch.setattr(_kafka_slots, "Producer", _Made)
-    _kafka_slots.new_producer(KafkaProperties({"bootstrap.servers": "b:1"}), "t-0", 5.0)
-    _kafka_slots.new_producer(KafkaProperties({"bootstrap.servers": "b:1",
+    monkeypatch.setattr(_producers, "Producer", _Made)
+    _producers.new_producer(KafkaProperties({"bootstrap.servers": "b:1"}), "t-0", 5.0)
+    _producers.new_producer(KafkaProperties({"bootstrap.servers": "b:1",
                                                "reconnect.backoff.ms": 250}), "t-1", 5.0)
     assert configs[0]["reconnect.backoff.ms"] == 10
     assert configs[1]["reconnect.backoff.ms"] == 250
