@@ -1,5 +1,5 @@
 """The ``gridstream`` command line: stack, demo, mirror, consume, run (pipelines and
-connectors), sql."""
+connectors), status (of a run), sql."""
 
 from __future__ import annotations
 
@@ -58,6 +58,12 @@ def _run(args: argparse.Namespace) -> int:
     return run_config(args.config)
 
 
+def _status(args: argparse.Namespace) -> int:
+    from gridstream.ops.cli import DEFAULT_URL, show_status
+
+    return show_status(args.url or DEFAULT_URL, as_json=args.json)
+
+
 def _sql(args: argparse.Namespace) -> int:
     from gridstream.errors import ConfigError
     from gridstream.stores.sql import SqlStore
@@ -100,6 +106,13 @@ def _parser() -> argparse.ArgumentParser:
                                      "connector of a CONNECTOR.properties, until stopped")
     run.add_argument("config", help="a .toml run file or a connector's .properties file")
     run.set_defaults(func=_run)
+
+    status = sub.add_parser("status", help="the flows of a running `gridstream run`: state, "
+                            "counts, lag; exit 1 when one failed, 3 when none answers")
+    status.add_argument("--url", default=None, help="the run's status URL (printed when it "
+                        "starts; default http://127.0.0.1:8094)")
+    status.add_argument("--json", action="store_true", help="print the JSON status")
+    status.set_defaults(func=_status)
 
     sql = sub.add_parser("sql", help="maintain a SQL store (the SQL consumer's or sink's)")
     sql_sub = sql.add_subparsers(dest="sql_command", required=True)

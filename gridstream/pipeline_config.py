@@ -105,9 +105,26 @@ class RunSettings(BaseModel):
     """``[run]``: supervision of the running pipelines and connectors."""
 
     model_config = _STRICT
-    max_restarts: int = Field(default=0, ge=0)
-    restart_delay_s: float = Field(default=10.0, ge=0)
+    max_restarts: int = Field(default=10, ge=0)
+    """Restarts in a row of a flow whose failure may pass by itself (a service
+    unreachable, a store refusing); a permanent failure is never restarted."""
+    restart_delay_s: float = Field(default=2.0, ge=0)
+    """The wait before the first restart; it doubles at each one, up to
+    ``restart_max_delay_s``."""
+    restart_max_delay_s: float = Field(default=60.0, ge=0)
+    wait_for_inputs_s: float = Field(default=300.0, ge=0)
+    """How long a flow waits for a topic it reads that is not there yet (another flow of
+    the file creates it), checking every few seconds; then it fails."""
     progress_interval_s: float = Field(default=1.0, gt=0)
+    heartbeat_s: float = Field(default=60.0, gt=0)
+    """An idle flow prints a line after this long without a batch."""
+    status: bool = True
+    """Serve ``/metrics``, ``/status`` and the status page on loopback."""
+    status_port: int | None = Field(default=None, ge=0, le=65535)
+    """0: any free port (printed). Unset: 8094, or any free port when another run holds
+    it (said); a port set here that is taken is an error."""
+    log_dir: str | None = None
+    """Where the run's log file goes (default ``$GRIDSTREAM_HOME/logs``)."""
     allowed_modules: tuple[str, ...] = ()
     """Modules a connector's ``cacheFilter`` may be imported from (with those of
     ``GRIDSTREAM_ALLOWED_MODULES``); nothing else is ever imported from config."""
@@ -364,23 +381,35 @@ def run_config(path: str | Path) -> int:
     """Run every pipeline and connector of the file until stopped; the process exit
     code."""
     from gridstream.spark.runner import PipelineRunner, RestartPolicy
-    from gridstream.spark.session import get_spark
 
     config = load_config(path)
     pipelines = [*build_pipelines(config), *build_api_jobs(config, str(path)),
                  *build_connectors(config)]
+    run = config.run
+    restarts = {p.name: RestartPolicy(run.max_restarts, run.restart_delay_s,
+                                      run.restart_max_delay_s, run.wait_for_inputs_s)
+                for p in pipelines}
+    from gridstream.ops.preflight import Preflight
+    from gridstream.ops.run import Operated
+
+    with Operated(run, Path(path).stem) as ops:
+        print(f"log file: {ops.log.path}", flush=True)
+        if ops.server is not None:
+            print(f"status: {ops.server.url}/ (metrics: {ops.server.url}/metrics)", flush=True)
+        runner = PipelineRunner(pipelines, lambda: _spark(config, pipelines, ops.log.path),
+                                poll_s=run.progress_interval_s, restarts=restarts,
+                                monitor=ops.monitor, log=ops.log, heartbeat_s=run.heartbeat_s,
+                                preflight=Preflight(pipelines).check)
+        return runner.run()
+
+
+def _spark(config: PipelineFile, pipelines: list[Any], log_file: Path) -> Any:
+    from gridstream.spark.session import get_spark
+
     settings = config.spark
     conf = dict(settings.conf)
     if any(getattr(getattr(p, "options", None), "real_time_python", False) for p in pipelines):
         from gridstream.pipeline.run import REAL_TIME_PYTHON_CONF
 
         conf.update(REAL_TIME_PYTHON_CONF)  # Spark reads it from the session's build
-    restarts = {p.name: RestartPolicy(config.run.max_restarts, config.run.restart_delay_s)
-                for p in pipelines}
-    runner = PipelineRunner(
-        pipelines,
-        lambda: get_spark(settings.master, settings.app_name, conf),
-        poll_s=config.run.progress_interval_s,
-        restarts=restarts,
-    )
-    return runner.run()
+    return get_spark(settings.master, settings.app_name, conf, log_file=log_file)

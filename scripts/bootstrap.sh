@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gridstream needs on a fresh machine: a virtualenv with the package and its
-# extras, the pinned JVM artifacts (Maven, once), and for tests the kcat client and
-# Debian's PostgreSQL server (started by the tests through `gridstream stack`).
+# extras, the pinned JVM artifacts (Maven, once), and for tests the kcat client, Debian's
+# PostgreSQL server (started by the tests through `gridstream stack`) and Chromium (the
+# status page's browser test, headless).
 # Idempotent and quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,12 +30,13 @@ fi
 
 .venv/bin/gridstream stack fetch >/dev/null
 
-# Debian packages the tests need: kcat (a third-party Kafka client) and the PostgreSQL
-# server (binaries in /usr/lib/postgresql/<version>/bin).
+# Debian packages the tests need: kcat (a third-party Kafka client), the PostgreSQL
+# server (binaries in /usr/lib/postgresql/<version>/bin) and Chromium (headless).
 missing=()
 if [ "$want_tests" = 1 ]; then
   command -v kcat >/dev/null || missing+=(kcat)
   compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+  command -v chromium >/dev/null || missing+=(chromium)
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gridstream.ops.counts import BatchCounts
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
@@ -32,6 +34,10 @@ class ConnectorReport:
     note: str = ""
     """Events of the batch in words (a snapshot started, changes skipped under NONE, a
     position lost, a cache discovered or dropped)."""
+    earlier_written: int = 0
+    earlier_dead_lettered: int = 0
+    """Records of the batch a crashed earlier run of it had committed already (not
+    written again, not in ``written`` / ``dead_lettered``: in Kafka all the same)."""
 
     def line(self, lag: int | None = None) -> str:
         rate = self.records / self.seconds if self.seconds > 0 else 0.0
@@ -42,6 +48,13 @@ class ConnectorReport:
         if lag is not None:
             text += f", lag {lag}"
         return f"{text}; {self.note}" if self.note else text
+
+    def counts(self) -> BatchCounts:
+        """Records an earlier run committed count as written (or dead-lettered): they are
+        in Kafka, and read = written + filtered + skipped + dead-lettered holds."""
+        return BatchCounts(self.records, self.written + self.earlier_written, self.filtered,
+                           self.skipped, self.dead_lettered + self.earlier_dead_lettered,
+                           self.seconds)
 
 
 class Connector(ABC):

@@ -18,6 +18,8 @@ from gridstream.mirror._offsets import DEFAULT_OFFSETS_TOPIC
 from gridstream.mirror.kafka import KafkaSyncEndpoint, TopicSettings
 from gridstream.mirror.policy import UndeliverablePolicy
 from gridstream.mirror.service import Mirror, RetryPolicy
+from gridstream.ops.server import StatusServer
+from gridstream.ops.status import Monitor
 from gridstream.protocol import Codec, codec_names, create_codec, key_codec_names
 from gridstream.protocol.avro import SUBJECT_STRATEGIES
 
@@ -74,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "overrides the file and GRIDSTREAM_KAFKA_* variables; no secrets here)")
     p.add_argument("--metrics-interval", type=float, default=10.0,
                    help="seconds between metric lines on stderr (0: none)")
+    p.add_argument("--status-port", type=int, default=None, metavar="PORT",
+                   help="serve Prometheus /metrics, JSON /status and the status page on "
+                        "127.0.0.1:PORT (0: any free port, printed), as gridstream run does")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -151,6 +156,31 @@ def _report(mirror: Mirror, every_s: float, done: threading.Event) -> None:
                  f" last_error={m.last_error}" if m.last_error else "")
 
 
+_STATES = {"new": "starting", "running": "running", "retrying": "restarting",
+           "failed": "failed", "stopped": "stopped"}
+
+
+def _serve(mirror: Mirror, args: argparse.Namespace, done: threading.Event) -> StatusServer:
+    """The mirror's status endpoint (``--status-port``), fed every second."""
+    monitor = Monitor()
+    monitor.add(mirror.name, "mirror", f"mirror {mirror.name}: {args.data_dir} → Kafka "
+                f"{args.bootstrap} ({args.mode})", ([f"space:{args.data_dir}"], ["kafka:*"]))
+    server = StatusServer(monitor, args.status_port)
+    print(f"status: {server.url}/ (metrics: {server.url}/metrics)", file=sys.stderr, flush=True)
+
+    def feed() -> None:
+        while True:
+            m = mirror.metrics()
+            monitor.totals(mirror.name, read=m.operations_total, written=m.operations_total,
+                           batches=m.batches_total, lag={"log": m.lag_operations})
+            monitor.state(mirror.name, _STATES.get(m.state, "running"), m.last_error)
+            if done.wait(1.0):
+                return
+
+    threading.Thread(target=feed, name="mirror-status", daemon=True).start()
+    return server
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the mirror until SIGTERM/SIGINT; 0 on a clean stop, 2 on failure."""
     args = build_parser().parse_args(argv)
@@ -173,6 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         threading.Thread(target=_report, args=(mirror, args.metrics_interval, done),
                          daemon=True).start()
     try:
+        server = _serve(mirror, args, done) if args.status_port is not None else None
+    except GridstreamError as exc:
+        print(f"gridstream mirror: error: {exc}", file=sys.stderr)
+        return 2
+    try:
         with stop_on_signals(mirror.request_stop):
             mirror.run()
     except GridstreamError as exc:
@@ -181,4 +216,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         done.set()
         reader.close()
+        if server is not None:
+            server.close()
     return 0

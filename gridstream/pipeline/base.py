@@ -103,6 +103,11 @@ class Source(ABC):
     @abstractmethod
     def describe(self) -> str: ...
 
+    def nodes(self) -> list[str]:
+        """What it reads, as places of the run's topology (``kafka:topic``,
+        ``hazelcast:map``, ``space:cache``)."""
+        return [self.describe().split(" (", 1)[0]]
+
     @abstractmethod
     def flow(self, spark: SparkSession, context: RunContext) -> Flow:
         """The streaming DataFrame with the hidden columns ``_gs_ts`` and ``_gs_where``."""
@@ -127,6 +132,10 @@ class Sink(ABC):
 
     @abstractmethod
     def describe(self) -> str: ...
+
+    def nodes(self) -> list[str]:
+        """What it writes, as places of the run's topology (see ``Source.nodes``)."""
+        return [self.describe().split(" (", 1)[0]]
 
     @abstractmethod
     def encode(self, item: Any) -> dict[str, Any]:

@@ -120,6 +120,9 @@ class GridChangesSource(Source):
         except ValidationError as exc:
             raise ConfigError(f"grid changes: {exc}") from exc
 
+    def nodes(self) -> list[str]:
+        return [f"{self.grid.kind}:{c}" for c in self.caches]
+
     def describe(self) -> str:
         g = self.grid
         where = (f"hazelcast {g.cluster_name}@{','.join(g.members)}"

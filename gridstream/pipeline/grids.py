@@ -147,6 +147,9 @@ class GridMapSink(Sink):
 
     # ------------------------------------------------------------ the contract
 
+    def nodes(self) -> list[str]:
+        return [f"{self.grid.kind}:{self.name}"]
+
     def describe(self) -> str:
         g = self.grid
         where = (f"hazelcast map {self.name!r} @ {g.cluster_name}@{','.join(g.members)}"

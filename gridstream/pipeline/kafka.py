@@ -108,6 +108,10 @@ class KafkaSource(Source):
                               f"{self.isolation_level!r} cannot give EXACTLY_ONCE (it reads "
                               "records of aborted transactions); use read_committed")
 
+    def nodes(self) -> list[str]:
+        return [f"kafka:{t}" for t in self.topics] if self.topics else [
+            f"kafka:/{self.pattern}/"]
+
     def describe(self) -> str:
         what = ",".join(self.topics) if self.topics else f"pattern {self.pattern!r}"
         return (f"kafka {what} @ {self.bootstrap} ({self.projection}; "
@@ -212,6 +216,9 @@ class KafkaSink(Sink):
         if lossy is not None:
             raise ConfigError(f"KafkaSinks.kafka: {lossy.setting} cannot give {guarantee} "
                               f"({lossy.why}); {lossy.fix}, or guarantee NONE")
+
+    def nodes(self) -> list[str]:
+        return [f"kafka:{self.topic}"]
 
     def describe(self) -> str:
         return (f"kafka {self.topic} @ {self.bootstrap} (key {self.key_ser!r}, value "

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import ConfigError, GridstreamError, SparkError
+from gridstream.ops.counts import BatchCounts
+from gridstream.ops.failures import error_line
 from gridstream.pipeline.api import BatchStep, ItemStep, JvmStep, Pipeline
 from gridstream.pipeline.base import Guarantee, RunContext
 from gridstream.pipeline.compile import Compiled, compile_chain, plan
@@ -90,14 +92,30 @@ class PipelineReport:
     """The sink's own counts (the exactly-once writer: ``written``, ``skipped``)."""
 
     def line(self, lag: int | None = None) -> str:
+        """``in``, ``out``, what the steps filtered and, under an error policy that goes
+        on, the bad rows; then the sink's own counts (``sink: written 3, ...``: the
+        exactly-once writer counts dead letters it wrote in the same transaction)."""
         rate = self.rows_in / self.seconds if self.seconds > 0 else 0.0
-        what = "dead-lettered" if self.errors_policy == "dead_letter" else "skipped"
-        text = (f"{self.pipeline}  batch {self.batch_id}: {self.rows_in} in, "
-                f"{self.rows_out} out, {self.errors} errors ({what}) in {self.seconds:.2f}s "
-                f"({rate:,.0f} rec/s)")
+        counts = self.counts()
+        text = f"{self.pipeline}  batch {self.batch_id}: {self.rows_in} in, {self.rows_out} out"
+        if counts.filtered:
+            text += f", {counts.filtered} filtered"
+        if self.errors_policy == "dead_letter":
+            text += f", {self.errors} dead-lettered"
+        elif self.errors_policy != "fail" or self.errors:
+            text += f", {self.errors} skipped (logged)"
+        text += f" in {self.seconds:.2f}s ({rate:,.0f} rec/s)"
         if self.extra:
-            text += "; " + ", ".join(f"{k} {v}" for k, v in sorted(self.extra.items()))
+            text += "; sink: " + ", ".join(f"{k} {v}" for k, v in sorted(self.extra.items()))
         return text if lag is None else f"{text}, lag {lag}"
+
+    def counts(self) -> BatchCounts:
+        """Rows neither out nor errors were dropped by the steps (a filter): filtered."""
+        bad = self.errors
+        return BatchCounts(self.rows_in, self.rows_out,
+                           max(0, self.rows_in - self.rows_out - bad),
+                           0 if self.errors_policy == "dead_letter" else bad,
+                           bad if self.errors_policy == "dead_letter" else 0, self.seconds)
 
 
 class _Reports:
@@ -176,7 +194,11 @@ class PipelineJob:
         error = self._query.exception() if self._query is not None else None
         if error is None:
             return None
-        return SparkError(f"pipeline {self.name!r} failed: {_error_line(str(error))}")
+        return SparkError(f"pipeline {self.name!r} failed: {error_line(str(error))}")
+
+    def endpoints(self) -> tuple[list[str], list[str]]:
+        """The places it reads and writes (the run's topology)."""
+        return self.source.nodes(), self.sink.nodes()
 
     def describe(self) -> str:
         asked = self.options.guarantee
@@ -215,6 +237,7 @@ class PipelineJob:
     def start(self, spark: SparkSession) -> StreamingQuery:
         """Compile the chain and start its query (resuming from the checkpoint)."""
         self._failure = None
+        self._query = None
         checkpoint = self.options.checkpoint
         if checkpoint is None:
             self._temporary = checkpoint = tempfile.mkdtemp(prefix=f"gs-{self.name}-")
@@ -236,8 +259,26 @@ class PipelineJob:
                     _await_sources(self._query)
         except GridstreamError as exc:
             self._failure = exc
+            self._stop_started()
+            raise
+        except Exception:
+            self._stop_started()
             raise
         return self._query
+
+    def _stop_started(self) -> None:
+        """A start that failed after its query started stops it (a restart would start a
+        second query on the same checkpoint)."""
+        query = self._query
+        if query is not None and query.isActive:
+            with contextlib.suppress(Exception):
+                query.stop()
+
+    @property
+    def restartable(self) -> bool:
+        """Whether a restart resumes it: only from a checkpoint of its own (a temporary
+        one starts over at ``startingOffsets``)."""
+        return self.options.checkpoint is not None
 
     def _on_batch(self, batch_id: int, counts: dict[str, Any]) -> None:
         self.batches[batch_id] = dict(counts)
@@ -372,14 +413,6 @@ def _static_plan(job: PipelineJob) -> list[str]:
         else:
             runs.append(f"jvm: {first.label}")
     return runs
-
-
-def _error_line(text: str) -> str:
-    """A failed query's message: a task's gridstream error line, else the first line
-    (for the message only)."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    ours = [line for line in lines if line.startswith(("gridstream.errors.", "RecordError: "))]
-    return (ours or lines or ["unknown error"])[0]
 
 
 def run_jobs(jobs: Sequence[Any], spark_factory: Callable[[], SparkSession] | None = None,

@@ -104,6 +104,9 @@ class StoreSink(Sink):
         state["results"] = {}
         return state
 
+    def nodes(self) -> list[str]:
+        return [f"store:{self.config.kind}"]
+
     def describe(self) -> str:
         if self._sink is not None:
             what = self._sink.describe()

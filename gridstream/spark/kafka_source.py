@@ -13,8 +13,8 @@ from pydantic import SecretStr
 from gridstream.errors import ConfigError
 
 __all__ = ["FETCH_MAX_WAIT_MS", "MAX_OFFSETS_PER_TRIGGER", "SPARK_MANAGED",
-           "check_consumer_properties", "client_options", "kafka_lag", "kafka_offsets",
-           "source_options"]
+           "check_consumer_properties", "client_options", "kafka_lag", "kafka_lags",
+           "kafka_offsets", "source_options"]
 
 MAX_OFFSETS_PER_TRIGGER = 100_000
 """The default most records per micro-batch of every Kafka source gridstream reads (store
@@ -81,17 +81,20 @@ def source_options(bootstrap_servers: str, properties: Mapping[str, Any], *,
 def kafka_lag(progress: Mapping[str, Any] | None) -> int | None:
     """Records between the last batch's end offsets and the latest offsets (all sources,
     all partitions), from a query's progress; None before the first batch."""
-    if not progress:
-        return None
-    total, seen = 0, False
-    for source in progress.get("sources", []):
+    lags = kafka_lags(progress)
+    return sum(lags.values()) if lags else None
+
+
+def kafka_lags(progress: Mapping[str, Any] | None) -> dict[tuple[str, str], int]:
+    """(topic, partition) → records between the last batch's end offset and the latest
+    offset, from a query's progress; empty before the first batch."""
+    lags: dict[tuple[str, str], int] = {}
+    for source in (progress or {}).get("sources", []):
         end = kafka_offsets(source.get("endOffset"))
-        latest = kafka_offsets(source.get("latestOffset"))
-        for key, value in latest.items():
+        for key, value in kafka_offsets(source.get("latestOffset")).items():
             if key in end:
-                total += max(0, value - end[key])
-                seen = True
-    return total if seen else None
+                lags[key] = lags.get(key, 0) + max(0, value - end[key])
+    return lags
 
 
 def kafka_offsets(raw: Any) -> dict[tuple[str, str], int]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import ConfigError, SparkError
 from gridstream.kafka import redact
+from gridstream.ops.counts import BatchCounts
 from gridstream.spark.config import PipelineConfig, parse_trigger
 from gridstream.spark.dead_letter import ErrorPolicy, raise_first, write_dead_letters
 from gridstream.spark.envelope import MalformedEnvelopeError, decode_envelopes
@@ -56,6 +57,14 @@ class BatchReport:
                 f"{self.malformed} malformed ({self.dead_lettered} dead-lettered) "
                 f"in {self.seconds:.2f}s ({rate:,.0f} rec/s)")
         return text if lag is None else f"{text}, lag {lag}"
+
+    def counts(self) -> BatchCounts:
+        """Applied operations are written; stale ones (the store holds newer) and those
+        with nothing to write are filtered; malformed ones skipped or dead-lettered."""
+        r = self.result
+        return BatchCounts(self.records, r.applied, r.stale + r.skipped,
+                           self.malformed - self.dead_lettered, self.dead_lettered,
+                           self.seconds)
 
 
 class StorePipeline:
@@ -97,6 +106,13 @@ class StorePipeline:
     def close(self) -> None:
         """Close the sink (the runner calls this when the run ends)."""
         self.sink.close()
+
+    def endpoints(self) -> tuple[list[str], list[str]]:
+        """The places it reads and writes (the run's topology)."""
+        c = self.config
+        topics = [f"kafka:{t}" for t in c.topics] if c.topics is not None else [
+            f"kafka:/{c.pattern}/"]
+        return topics, [f"store:{self.sink.kind}"]
 
     def describe(self) -> str:
         """One line for the terminal (secrets redacted)."""

@@ -1,22 +1,31 @@
-"""Running store pipelines and connectors until stopped: progress on the terminal, clean
-Ctrl-C.
+"""Running store pipelines, API pipelines and connectors until stopped: one line per
+batch, a heartbeat while idle, each flow failing alone, clean Ctrl-C.
 
 SIGINT and SIGTERM stop every query (a batch in flight is abandoned before its offsets
-are committed, and runs again on the next start) and then the Spark session. A query
-that fails stops the run with its error, unless its pipeline allows restarts for store
-errors (``max_restarts``): the query is then started again from its checkpoint after
-``restart_delay_s``, re-applying the failed batch idempotently. The signal handlers only
-raise a ``StopFlag`` (no lock taken inside a handler), which the supervising loop waits on.
+are committed, and runs again on the next start) and then the Spark session. A flow
+whose query fails is reported in one line (the whole trace goes to the run's log file,
+``gridstream.ops.failures``); the other flows go on. A failure that may pass by itself
+(``is_transient``: a service unreachable, a store refusing) is retried from the
+checkpoint after a bounded exponential backoff (``RestartPolicy``), re-running the
+failed batch idempotently; a permanent one (a record the flow cannot take, a lost
+position) leaves the flow failed. The run ends when every flow has finished or failed,
+with exit code 1 when one failed. The signal handlers only raise a ``StopFlag`` (no
+lock taken inside a handler), which the supervising loop waits on.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
+import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, TextIO
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from gridstream._stopping import StopFlag, stop_on_signals
-from gridstream.errors import StoreError
+from gridstream.ops.counts import BatchCounts
+from gridstream.ops.failures import Failure, LogFile, describe
+from gridstream.ops.status import Monitor
 from gridstream.spark.kafka_source import kafka_lag
 
 if TYPE_CHECKING:
@@ -25,9 +34,13 @@ if TYPE_CHECKING:
 
 __all__ = ["PipelineRunner", "RestartPolicy", "Runnable"]
 
+log = logging.getLogger(__name__)
+
 
 class _Report(Protocol):
     def line(self, lag: int | None = None) -> str: ...
+
+    def counts(self) -> BatchCounts: ...
 
 
 class _Reports(Protocol):
@@ -37,9 +50,10 @@ class _Reports(Protocol):
 
 
 class Runnable(Protocol):
-    """What the runner runs: a store pipeline (``StorePipeline``) or a connector
-    (``gridstream.connect.Connector``). ``reports`` fill with one report per batch,
-    ``failure`` holds the error that failed the query, if it is the object's own."""
+    """What the runner runs: a store pipeline (``StorePipeline``), an API pipeline
+    (``PipelineJob``) or a connector (``gridstream.connect.Connector``). ``reports`` fill
+    with one report per batch, ``failure`` holds the error that failed the query, if it
+    is the object's own."""
 
     @property
     def name(self) -> str: ...
@@ -58,26 +72,67 @@ class Runnable(Protocol):
 
 
 class RestartPolicy:
-    """How often a pipeline whose store failed is started again, and after how long."""
+    """How often a flow whose failure is transient is started again: after ``delay_s``,
+    doubling at each attempt up to ``max_delay_s``, at most ``max_restarts`` times in a
+    row (a completed batch starts the count again)."""
 
-    def __init__(self, max_restarts: int = 0, delay_s: float = 10.0) -> None:
+    def __init__(self, max_restarts: int = 0, delay_s: float = 10.0,
+                 max_delay_s: float = 60.0, wait_s: float = 300.0) -> None:
         self.max_restarts = max_restarts
         self.delay_s = delay_s
+        self.max_delay_s = max(max_delay_s, delay_s)
+        self.wait_s = wait_s
+        """How long a flow waits for an input that is not there yet (a topic another
+        flow creates), checking every ``min(delay_s, 5)`` seconds; no restart is
+        counted for it."""
+
+    def delay(self, attempt: int) -> float:
+        """The wait before restart number ``attempt`` (1, 2, ...)."""
+        return float(min(self.delay_s * 2 ** max(attempt - 1, 0), self.max_delay_s))
+
+
+@dataclass
+class _Flow:
+    pipeline: Runnable
+    query: StreamingQuery | None = None
+    state: str = "starting"
+    attempts: int = 0
+    restart_at: float | None = None
+    last_said: float = 0.0
+    started_at: float = 0.0
+    waiting_since: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.state in ("failed", "finished")
 
 
 class PipelineRunner:
-    """Starts pipelines and connectors on one Spark session and supervises them."""
+    """Starts flows on one Spark session and supervises them."""
 
     def __init__(self, pipelines: Sequence[Runnable],
                  spark_factory: Callable[[], SparkSession], *, out: TextIO | None = None,
-                 poll_s: float = 1.0, restarts: dict[str, RestartPolicy] | None = None) -> None:
+                 poll_s: float = 1.0, restarts: dict[str, RestartPolicy] | None = None,
+                 monitor: Monitor | None = None, log: LogFile | None = None,
+                 heartbeat_s: float = 60.0,
+                 preflight: Callable[[Runnable], None] | None = None) -> None:
         self.pipelines = list(pipelines)
         self.spark_factory = spark_factory
         self.out = out or sys.stdout
         self.poll_s = poll_s
         self.restarts = restarts or {}
+        self.monitor = monitor or Monitor()
+        self.log = log
+        self.heartbeat_s = heartbeat_s
+        self.preflight = preflight
+        """Checks before each start of a flow (``gridstream.ops.preflight``); what it
+        raises fails the flow as its query's failure would."""
         self._stop = StopFlag()
-        self._restarted: dict[str, int] = {}
+        self._flows = {p.name: _Flow(p) for p in self.pipelines}
+        for p in self.pipelines:
+            endpoints = getattr(p, "endpoints", None)
+            self.monitor.add(p.name, _kind(p), p.describe(),
+                             endpoints() if endpoints is not None else ([], []))
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -88,87 +143,193 @@ class PipelineRunner:
         self._stop.set()
 
     def run(self) -> int:
-        """Run until stopped (0), until every query has finished (0, with an
-        ``available_now`` trigger) or until a query fails (1). The Spark session is
-        stopped at the end only if the runner started it: a session that was running
-        before (an application's, a notebook's) is left running."""
+        """Run until stopped or until every flow has finished or failed: 1 when a flow
+        failed, else 0. The Spark session is stopped at the end only if the runner
+        started it: a session that was running before (an application's, a notebook's)
+        is left running."""
         owned = not _spark_running()
         spark = self.spark_factory()
-        queries: dict[str, StreamingQuery] = {}
         # installed after the SparkContext, which installs its own SIGINT handler
         with stop_on_signals(self.stop):
             try:
-                for pipeline in self.pipelines:
-                    self.say(f"starting {pipeline.describe()}")
-                    queries[pipeline.name] = pipeline.start(spark)
-                return self._supervise(spark, queries)
+                for flow in self._flows.values():
+                    self.say(f"starting {flow.pipeline.describe()}")
+                    self._start(spark, flow)
+                return self._supervise(spark)
             finally:
-                self._shutdown(spark, queries, owned)
+                self._shutdown(spark, owned)
 
-    def _supervise(self, spark: SparkSession, queries: dict[str, StreamingQuery]) -> int:
-        by_name = {p.name: p for p in self.pipelines}
+    def _supervise(self, spark: SparkSession) -> int:
         while not self._stop.is_set():
-            self._report(queries)
-            for name, query in list(queries.items()):
-                if query.isActive or query.exception() is None:
-                    continue
-                if not self._restart(spark, by_name[name], queries):
-                    self._report(queries)
-                    self.say(f"{name}: FAILED: {self._reason(by_name[name], query)}")
-                    return 1
-            if all(not q.isActive for q in queries.values()):
-                self._report(queries)
-                self.say("all pipelines finished")
-                return 0
+            self._report()
+            now = time.monotonic()
+            for flow in self._flows.values():
+                query = flow.query
+                if flow.state in ("restarting", "waiting"):
+                    if flow.restart_at is not None and now >= flow.restart_at:
+                        if flow.state == "restarting":
+                            self.monitor.restarted(flow.pipeline.name)
+                        self._start(spark, flow)
+                elif query is not None and not flow.done and not query.isActive:
+                    if query.exception() is None:
+                        flow.state = "finished"
+                        self.monitor.state(flow.pipeline.name, "finished")
+                    else:
+                        self._failed(flow, flow.pipeline.failure, str(query.exception()))
+            if all(f.done for f in self._flows.values()):
+                self._report()
+                failed = [n for n, f in self._flows.items() if f.state == "failed"]
+                self.say(f"failed: {', '.join(failed)}" if failed else "all pipelines finished")
+                return 1 if failed else 0
             self._stop.wait(self.poll_s)
-        self._report(queries)
+        _quietly("the last reports", self._report)  # the JVM may be stopping by the signal
         self.say("stopping (Ctrl-C): in-flight batches are not committed and will re-run")
-        return 0
+        return 1 if any(f.state == "failed" for f in self._flows.values()) else 0
 
-    def _restart(self, spark: SparkSession, pipeline: Runnable,
-                 queries: dict[str, StreamingQuery]) -> bool:
-        policy = self.restarts.get(pipeline.name)
-        done = self._restarted.get(pipeline.name, 0)
-        if policy is None or done >= policy.max_restarts:
+    def _start(self, spark: SparkSession, flow: _Flow) -> None:
+        flow.restart_at = None
+        flow.last_said = flow.started_at = time.monotonic()
+        try:
+            if self.preflight is not None:
+                self.preflight(flow.pipeline)
+            flow.query = flow.pipeline.start(spark)
+        except Exception as exc:  # noqa: BLE001 - one flow's start fails it alone
+            flow.query = None
+            self._failed(flow, exc, "")
+            return
+        flow.state, flow.waiting_since = "running", None
+        self.monitor.state(flow.pipeline.name, "running")
+
+    def _wait(self, flow: _Flow, failure: Failure) -> bool:
+        """An input not there yet: check again soon, for at most the policy's
+        ``wait_s`` (no restart counted, no trace logged); False when the wait is over."""
+        policy = self.restarts.get(flow.pipeline.name)
+        now = time.monotonic()
+        since = flow.waiting_since = flow.waiting_since or now
+        if policy is None or now - since > policy.wait_s:
             return False
-        if not isinstance(pipeline.failure, StoreError):
-            return False
-        self._restarted[pipeline.name] = done + 1
-        self.say(f"{pipeline.name}: store failed ({pipeline.failure}); restart "
-                 f"{done + 1}/{policy.max_restarts} from the checkpoint in {policy.delay_s:g}s")
-        if self._stop.wait(policy.delay_s):
-            return True
-        queries[pipeline.name] = pipeline.start(spark)
+        delay = min(policy.delay_s, 5.0)
+        flow.state, flow.restart_at = "waiting", now + delay
+        self.say(f"{flow.pipeline.name}: {failure.line}; checking again in {delay:g}s "
+                 f"(waited {now - since:.0f}s of {policy.wait_s:g}s)")
+        self.monitor.state(flow.pipeline.name, "waiting", failure.line, time.time() + delay)
         return True
 
-    @staticmethod
-    def _reason(pipeline: Runnable, query: StreamingQuery) -> str:
-        if pipeline.failure is not None:
-            return f"{type(pipeline.failure).__name__}: {pipeline.failure}"
-        error = query.exception()
-        lines = str(error).strip().splitlines() if error is not None else []
-        return lines[0] if lines else "unknown error"
+    def _failed(self, flow: _Flow, error: BaseException | None, java: str) -> None:
+        name = flow.pipeline.name
+        failure = Failure(name, error, java)
+        if failure.waiting and self._wait(flow, failure):
+            return
+        where = ""
+        if self.log is not None:
+            self.log.failure(failure)
+            where = f" (traces: {self.log.path})"
+        policy = self.restarts.get(name)
+        restartable = getattr(flow.pipeline, "restartable", True)
+        if (failure.transient and not failure.waiting and restartable and policy is not None
+                and flow.attempts < policy.max_restarts):
+            flow.attempts += 1
+            delay = policy.delay(flow.attempts)
+            flow.state, flow.restart_at = "restarting", time.monotonic() + delay
+            self.say(f"{name}: failed: {failure.line}; restart {flow.attempts}/"
+                     f"{policy.max_restarts} from the checkpoint in {delay:g}s{where}")
+            self.monitor.state(name, "restarting", failure.line, time.time() + delay)
+            return
+        flow.state = "failed"
+        hint = failure.hint()
+        if failure.waiting:
+            hint = f"gave up waiting after {policy.wait_s if policy else 0:g}s"
+        elif failure.transient and not restartable:
+            hint = "not restarted: it has no checkpoint to resume from"
+        gave_up = (f" (gave up after {flow.attempts} restarts)"
+                   if flow.attempts and failure.transient and not failure.waiting else "")
+        self.say(f"{name}: FAILED{gave_up}: {failure.line}{'; ' + hint if hint else ''}"
+                 f"{where}")
+        self.monitor.state(name, "failed", failure.line)
 
-    def _report(self, queries: dict[str, StreamingQuery]) -> None:
-        for pipeline in self.pipelines:
-            query = queries.get(pipeline.name)
+    def _report(self) -> None:
+        now = time.monotonic()
+        for name, flow in self._flows.items():
+            pipeline, query = flow.pipeline, flow.query
             progress = query.lastProgress if query is not None else None
             lag = kafka_lag(progress)
-            progressed = getattr(pipeline, "progressed", None)  # connectors have it
-            if progressed is not None:
+            progressed: Any = getattr(pipeline, "progressed", None)  # connectors have it
+            if progressed is not None and query is not None:
                 progressed(progress)
+            batches = 0
             while pipeline.reports:
-                self.say(pipeline.reports.popleft().line(lag))
+                report = pipeline.reports.popleft()
+                self.say(report.line(lag))
+                self.monitor.batch(name, report.counts())
+                batches += 1
+            if query is not None:
+                self.monitor.progress(name, progress)
+            policy = self.restarts.get(name)
+            settled = policy is not None and now - flow.started_at >= max(policy.max_delay_s, 60)
+            if batches or (flow.attempts and flow.state == "running" and settled):
+                flow.attempts = 0  # it runs again: the next failure counts from 1
+            if batches:
+                flow.last_said = now
+                if flow.state == "running":
+                    self.monitor.state(name, "running")
+            elif flow.state == "running" and now - flow.last_said >= self.heartbeat_s:
+                flow.last_said = now
+                self.say(self._heartbeat(name, lag))
+                self.monitor.state(name, "idle")
 
-    def _shutdown(self, spark: SparkSession, queries: dict[str, StreamingQuery],
-                  owned: bool) -> None:
-        for query in queries.values():
-            if query.isActive:
-                query.stop()
-        for pipeline in self.pipelines:
-            pipeline.close()
+    def _heartbeat(self, name: str, lag: int | None) -> str:
+        flow = self.monitor.flow(name)
+        quiet = time.time() - (flow.last_batch_at or flow.since)
+        last = (time.strftime("%H:%M:%S", time.localtime(flow.last_batch_at))
+                if flow.last_batch_at else "none yet")
+        text = (f"{name}  idle: no batch for {quiet:.0f}s; {flow.batches} batches, "
+                f"{flow.read} records read so far, last batch {last}")
+        return text if lag is None else f"{text}, lag {lag}"
+
+    def _shutdown(self, spark: SparkSession, owned: bool) -> None:
+        """Stop every query, close every flow, stop the session if ours. A SIGTERM to
+        the whole process group (``systemctl stop``, ``kill -- -PGID``) reaches Spark's
+        JVM too, which stops the SparkContext at the same time: what then fails to stop
+        is said in one line each (it was stopping anyway), not as a trace."""
         if owned:
-            spark.stop()
+            _quiet_accumulator_server()
+        for flow in self._flows.values():
+            if flow.query is not None:
+                _quietly(f"{flow.pipeline.name}: stopping its query", flow.query.stop)
+            if not flow.done:
+                flow.state = "stopped"
+                self.monitor.state(flow.pipeline.name, "stopped")
+        for pipeline in self.pipelines:
+            _quietly(f"{pipeline.name}: closing", pipeline.close)
+        if owned:
+            _quietly("stopping Spark", spark.stop)
+
+
+def _quietly(what: str, action: Callable[[], object]) -> None:
+    try:
+        action()
+    except Exception as exc:  # noqa: BLE001 - at shutdown, one line and go on
+        log.warning("%s: %s", what, describe(exc, "").splitlines()[0][:300])
+
+
+def _quiet_accumulator_server() -> None:
+    """PySpark's accumulator server prints a trace to stderr when the JVM's connection
+    ends under it (the JVM stopped by the same signal): at shutdown, that is no news."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return
+    context = SparkContext._active_spark_context
+    server = getattr(context, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = lambda request, address: None
+
+
+def _kind(pipeline: Runnable) -> str:
+    """``source connector``, ``sink connector``, ``pipeline`` or ``store pipeline``."""
+    kind = type(pipeline).__name__
+    return {"SourceConnector": "source connector", "SinkConnector": "sink connector",
+            "PipelineJob": "pipeline", "StorePipeline": "store pipeline"}.get(kind, kind)
 
 
 def _spark_running() -> bool:

@@ -65,12 +65,14 @@ def get_spark(
     app_name: str = "gridstream",
     conf: Mapping[str, str] | None = None,
     extra_jar_sets: tuple[str, ...] = (),
+    log_file: Path | None = None,
 ) -> SparkSession:
     """A SparkSession with the Kafka connector (and Delta Lake, when pinned) on the
     classpath (no network resolution).
 
     ``master`` defaults to ``$GRIDSTREAM_SPARK_MASTER`` or ``local[2]``; ``conf`` entries
-    win over the defaults.
+    win over the defaults. With ``log_file``, the driver's log goes there instead of to
+    stderr (a JVM started before keeps its own).
     """
     try:
         from pyspark.sql import SparkSession
@@ -87,7 +89,9 @@ def get_spark(
         **DEFAULT_CONF,
         **(DELTA_CONF if has_delta else {}),
         "spark.jars": ",".join(jars),
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_conf}",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_conf}" + (
+            f" -Dgridstream.log.appender=file -Dgridstream.log.file={log_file}"
+            if log_file is not None else ""),
         **(conf or {}),
     }
     for key, value in settings.items():

@@ -10,12 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def start_piped(argv: list[str], cwd: Path) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+def start_piped(argv: list[str], cwd: Path, env: dict[str, str] | None = None,
+                ) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
     """Start ``argv`` in a new session (so its whole process group can be killed) with its
     stdout and stderr pumped, line by line, into the returned queue."""
     process = subprocess.Popen(
         argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
+        start_new_session=True, env=env,
     )
     lines: queue.Queue[str] = queue.Queue()
 

@@ -125,6 +125,13 @@ class SinkConnector(Connector):
 
     # ------------------------------------------------------------ the runner's side
 
+    def endpoints(self) -> tuple[list[str], list[str]]:
+        """The places it reads and writes (the run's topology)."""
+        c = self.config
+        topics = list(c.topics) if c.topics is not None else [f"/{c.topics_regex}/"]
+        return ([f"kafka:{t}" for t in topics],
+                [f"{c.grid.kind}:{c.cache_prefix}{t}" for t in topics])
+
     def describe(self) -> str:
         c = self.config
         topics = ",".join(c.topics) if c.topics is not None else f"/{c.topics_regex}/"

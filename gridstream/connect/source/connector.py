@@ -107,6 +107,18 @@ class SourceConnector(Connector):
 
     # ------------------------------------------------------------------ the runner's API
 
+    def endpoints(self) -> tuple[list[str], list[str]]:
+        """The places it reads and writes (the run's topology): caches and topics are
+        patterns (``cacheWhitelist`` holds regular expressions; ``.*`` for all), plus
+        the topics a ``route_by_cache`` transform names."""
+        c = self.config
+        caches = list(c.cache_whitelist) or [".*"]
+        routed = [str(topic) for t in c.transforms if t.type == "route_by_cache"
+                  for topic in dict((t.model_extra or {}).get("topics") or {}).values()]
+        return ([f"{c.grid.kind}:{cache}" for cache in caches],
+                [f"kafka:{c.topic_prefix}{cache}" for cache in caches]
+                + [f"kafka:{topic}" for topic in routed])
+
     def describe(self) -> str:
         c = self.config
         props = redact(self.kafka_properties)
@@ -206,7 +218,8 @@ class SourceConnector(Connector):
         return ConnectorReport(self.name, batch_id, records,
                                counts.get("ok", 0) - again["ok"], counts.get("filtered", 0),
                                counts.get("skipped", 0), counts.get("dead", 0) - again["dead"],
-                               time.monotonic() - started, "; ".join(notes))
+                               time.monotonic() - started, "; ".join(notes),
+                               earlier_written=again["ok"], earlier_dead_lettered=again["dead"])
 
     def _stop_on_error(self, reports: list[dict[str, Any]], count: int) -> None:
         where, reason, _cache = next(r["error"] for r in sorted(

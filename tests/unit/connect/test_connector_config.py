@@ -234,17 +234,21 @@ def test_run_config_runs_pipelines_and_connectors_together(
 
     class FakeRunner:
         def __init__(self, pipelines: list[Any], spark_factory: Any, **kwargs: Any) -> None:
-            ran.update(names=[p.name for p in pipelines], restarts=kwargs["restarts"])
+            ran.update(names=[p.name for p in pipelines], restarts=kwargs["restarts"],
+                       log=kwargs["log"])
 
         def run(self) -> int:
             return 7
 
     monkeypatch.setattr(runner_module, "PipelineRunner", FakeRunner)
+    monkeypatch.setenv("GRIDSTREAM_HOME", str(tmp_path / "home"))
     path = tmp_path / "run.toml"
-    path.write_text(PIPELINE.replace("x.db", str(tmp_path / "x.db")) + SOURCE + SINK)
+    path.write_text("[run]\nstatus = false\n" + PIPELINE.replace("x.db", str(tmp_path / "x.db"))
+                    + SOURCE + SINK)
     assert run_config(path) == 7
     assert ran["names"] == ["p", "src", "snk"]
     assert set(ran["restarts"]) == {"p", "src", "snk"}
+    assert ran["log"].path.parent == tmp_path / "home" / "logs"  # the run's log file
 
 
 @pytest.mark.parametrize(("kafka", "needle"), [

@@ -63,11 +63,16 @@ def test_the_runner_hands_each_connector_its_query_progress() -> None:
             self.reports: deque[Any] = deque()
             self.seen: list[Any] = []
 
+        def describe(self) -> str:
+            return self.name
+
     class _Connector(_Flow):
         def progressed(self, progress: Any) -> None:
             self.seen.append(progress)
 
     connector, store = _Connector("sink"), _Flow("store")
     runner = PipelineRunner([connector, store], lambda: None)  # type: ignore[list-item]
-    runner._report({"sink": _Query(), "store": _Query()})  # type: ignore[dict-item]
+    for flow in runner._flows.values():
+        flow.query = _Query()  # type: ignore[assignment]
+    runner._report()
     assert connector.seen == [_Query.lastProgress]

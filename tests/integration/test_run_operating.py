@@ -1,0 +1,289 @@
+"""Operating ``gridstream run``: its ``/metrics`` and ``/status`` say what the flows wrote
+(checked against the topics themselves), ``gridstream status`` shows a failed flow and
+exits 1, a failed flow is one line on the terminal with its traces in the log file, and
+the other flows of the file go on."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, Producer
+
+from tests.integration.child_output import await_line, start_piped
+
+ROOT = Path(__file__).resolve().parents[2]
+GRIDSTREAM = [sys.executable, "-m", "gridstream.cli"]
+ENTRIES = 100
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _run_section(tmp: Path, bootstrap: str) -> str:
+    return (f"[kafka]\nbootstrap_servers = {_toml(bootstrap)}\n\n[run]\nstatus_port = 0\n"
+            f"progress_interval_s = 0.5\nheartbeat_s = 5\nlog_dir = {_toml(str(tmp / 'logs'))}\n"
+            'allowed_modules = ["tests.integration.ops_steps"]\n')
+
+
+def _evens(name: str, tmp: Path, source: str, sink: str) -> str:
+    return f"""
+[[pipeline]]
+name = "{name}"
+checkpoint = {_toml(str(tmp / ('ck-' + name)))}
+guarantee = "EXACTLY_ONCE"
+trigger = "200 milliseconds"
+[pipeline.source]
+kind = "kafka"
+topics = [{_toml(source)}]
+properties = {_toml({"key.deserializer": "StringDeserializer",
+                     "value.deserializer": "StringDeserializer",
+                     "auto.offset.reset": "earliest"})}
+[[pipeline.steps]]
+filter = "tests.integration.ops_steps:even"
+[pipeline.sink]
+kind = "kafka"
+topic = {_toml(sink)}
+properties = {{ "key.serializer" = "StringSerializer", "value.serializer" = "StringSerializer" }}
+"""
+
+
+def _start(path: Path) -> tuple[subprocess.Popen[str], Any, list[str], str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the workers import the steps' module
+    process, lines = start_piped([*GRIDSTREAM, "run", str(path)], ROOT, env)
+    seen: list[str] = []
+    await_line(process, lines, seen, lambda line: line.startswith("status: http://"))
+    url = re.search(r"status: (http://[\d.:]+)/", seen[-1])
+    assert url is not None, seen
+    return process, lines, seen, url.group(1)
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback http
+        body: bytes = answer.read()
+        return body
+
+
+def _status(url: str) -> dict[str, dict[str, Any]]:
+    return {f["name"]: f for f in orjson.loads(_get(url + "/status"))["flows"]}
+
+
+def _await(url: str, done: Any, process: subprocess.Popen[str], seen: list[str],
+           lines: Any, timeout: float = 240, may_fail: tuple[str, ...] = ()
+           ) -> dict[str, dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        while not lines.empty():
+            seen.append(lines.get())
+        assert process.poll() is None, "".join(seen[-40:])
+        flows = _status(url)
+        if done(flows):
+            return flows
+        failed = {n: f["error"] for n, f in flows.items()
+                  if f["state"] == "failed" and n not in may_fail}
+        assert not failed, (failed, "".join(seen[-40:]))
+        time.sleep(0.5)
+    raise AssertionError(f"not reached in {timeout}s: {_status(url)}\n" + "".join(seen[-40:]))
+
+
+def _metric(text: str, name: str, flow: str) -> float:
+    found = re.search(rf'^{name}{{flow="{re.escape(flow)}"}} (\S+)$', text, re.M)
+    assert found is not None, (name, flow, text[:2000])
+    return float(found.group(1))
+
+
+def _committed(bootstrap: str, topic: str, expected: int) -> list[bytes | None]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ops-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    values: list[bytes | None] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and len(values) < expected:
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error() is None:
+                    values.append(msg.value())
+        end = time.monotonic() + 2  # nothing more than expected arrives
+        while time.monotonic() < end:
+            values += [m.value() for m in consumer.consume(500, timeout=0.2)
+                       if m.error() is None]
+    finally:
+        consumer.close()
+    return values
+
+
+def _stop(process: subprocess.Popen[str], lines: Any, seen: list[str]) -> int:
+    os.killpg(process.pid, signal.SIGTERM)
+    code = process.wait(timeout=120)
+    time.sleep(0.2)
+    while not lines.empty():
+        seen.append(lines.get())
+    return code
+
+
+def test_metrics_and_status_say_what_the_flows_wrote(
+        kafka_bootstrap: str, hazelcast_service: Any, topic_factory: Any, tmp_path: Path) -> None:
+    from hazelcast.client import HazelcastClient
+    from hazelcast.core import HazelcastJsonValue
+
+    tag = uuid.uuid4().hex[:8]
+    cache = f"ops{tag}"
+    source_topic = topic_factory(2, name=f"{cache}.{cache}")
+    evens_topic = topic_factory(2, name=f"{cache}-evens")
+    cluster = hazelcast_service.settings.cluster_name
+    client = HazelcastClient(cluster_members=[hazelcast_service.address], cluster_name=cluster)
+    try:
+        values: dict[Any, Any] = {f"k{i}": HazelcastJsonValue(json.dumps({"n": i}))
+                                  for i in range(ENTRIES)}
+        client.get_map(cache).blocking().put_all(values)
+    finally:
+        client.shutdown()
+    path = tmp_path / "ops.toml"
+    path.write_text(_run_section(tmp_path, kafka_bootstrap) + f"""
+[[connector]]
+name = "hz-source"
+kind = "source"
+checkpoint = {_toml(str(tmp_path / 'ck-source'))}
+grid = {_toml({"kind": "hazelcast", "cluster_name": cluster,
+               "members": [hazelcast_service.address]})}
+topicPrefix = "{cache}."
+cacheWhitelist = ["{cache}"]
+shallLoadInitialData = true
+""" + _evens("evens", tmp_path, source_topic, evens_topic))
+    process, lines, seen, url = _start(path)
+    try:
+        flows = _await(url, lambda f: f["hz-source"]["written"] >= ENTRIES
+                       and f["evens"]["read"] >= ENTRIES and f["evens"]["lag_records"] == 0,
+                       process, seen, lines)
+        metrics = _get(url + "/metrics").decode()
+        in_source = _committed(kafka_bootstrap, source_topic, ENTRIES)
+        in_evens = _committed(kafka_bootstrap, evens_topic, ENTRIES // 2)
+        assert len(in_source) == ENTRIES and len(in_evens) == ENTRIES // 2
+        assert sorted(orjson.loads(v or b"")["n"] for v in in_evens) == list(
+            range(0, ENTRIES, 2))
+        assert (flows["hz-source"]["written"], flows["hz-source"]["read"]) == (ENTRIES, ENTRIES)
+        assert (flows["evens"]["read"], flows["evens"]["written"],
+                flows["evens"]["filtered"]) == (ENTRIES, ENTRIES // 2, ENTRIES // 2)
+        assert _metric(metrics, "gridstream_flow_records_written_total", "hz-source") == len(
+            in_source)
+        assert _metric(metrics, "gridstream_flow_records_read_total", "evens") == len(in_source)
+        assert _metric(metrics, "gridstream_flow_records_written_total", "evens") == len(
+            in_evens)
+        assert _metric(metrics, "gridstream_flow_records_filtered_total", "evens") == (
+            ENTRIES - len(in_evens))
+        assert 'gridstream_flow_state{flow="evens",state="failed"} 0.0' in metrics
+        assert flows["evens"]["lag_records"] == 0
+        assert flows["hz-source"]["reads"] == [f"hazelcast:{cache}"]
+        assert flows["evens"]["reads"] == [f"kafka:{source_topic}"]
+        shown = subprocess.run([*GRIDSTREAM, "status", "--url", url], cwd=ROOT,
+                               capture_output=True, text=True, timeout=60, check=False)
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        table = {line.split()[0]: line.split() for line in shown.stdout.splitlines()[2:]}
+        # flow, kind (two words for a connector), state, batches, read, written, ...
+        assert table["hz-source"][3] in ("running", "idle"), shown.stdout
+        assert table["hz-source"][5:7] == [str(ENTRIES), str(ENTRIES)], shown.stdout
+        assert table["evens"][4:6] == [str(ENTRIES), str(ENTRIES // 2)], shown.stdout
+    finally:
+        code = _stop(process, lines, seen) if process.poll() is None else process.returncode
+    assert code == 0, "".join(seen[-40:])
+
+
+def test_a_failed_flow_is_one_line_and_the_others_go_on(
+        kafka_bootstrap: str, topic_factory: Any, tmp_path: Path) -> None:
+    good_in, good_out = topic_factory(1), topic_factory(1)
+    bad_in, bad_out = topic_factory(1), topic_factory(1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(10):
+        producer.produce(good_in, json.dumps({"n": i}).encode())
+    producer.produce(bad_in, json.dumps({"n": 2}).encode())
+    producer.produce(bad_in, b"not json at all")
+    producer.flush(30)
+    path = tmp_path / "two.toml"
+    path.write_text(_run_section(tmp_path, kafka_bootstrap)
+                    + _evens("good", tmp_path, good_in, good_out)
+                    + _evens("bad", tmp_path, bad_in, bad_out))
+    process, lines, seen, url = _start(path)
+    try:
+        await_line(process, lines, seen, lambda line: line.startswith("bad: FAILED"))
+        flows = _await(url, lambda f: f["good"]["read"] >= 10, process, seen, lines,
+                       may_fail=("bad",))
+        assert flows["bad"]["state"] == "failed" and flows["good"]["state"] in (
+            "running", "idle")
+        shown = subprocess.run([*GRIDSTREAM, "status", "--url", url], cwd=ROOT,
+                               capture_output=True, text=True, timeout=60, check=False)
+        assert shown.returncode == 1, shown.stdout + shown.stderr
+        assert "bad: FAILED: RecordError" in shown.stdout
+        health = urllib.request.Request(url + "/healthz")
+        try:
+            urllib.request.urlopen(health, timeout=10)  # noqa: S310 - loopback http
+            raise AssertionError("/healthz answered 200 with a failed flow")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503
+    finally:
+        code = _stop(process, lines, seen) if process.poll() is None else process.returncode
+    terminal = "".join(seen)
+    assert code == 1, terminal
+    failed = [line for line in seen if line.startswith("bad: FAILED")]
+    assert len(failed) == 1, terminal
+    assert f"{bad_in}[0]@1" in failed[0] and "to get past it" in failed[0], failed
+    log = re.search(r"\(traces: (\S+)\)", failed[0])
+    assert log is not None, failed
+    for noise in ("Traceback", "\tat ", "PYTHON_EXCEPTION", "FOREACH_BATCH", "Py4J"):
+        assert noise not in terminal, (noise, terminal)
+    # Spark's log (log4j: "12:00:01 WARN Something: ...") is in the log file, not here
+    assert not re.search(r"\d\d:\d\d:\d\d (WARN|ERROR) ", terminal), terminal
+    traces = Path(log.group(1)).read_text()
+    assert "Traceback" in traces and "not json at all" not in failed[0], traces[-3000:]
+    assert "RecordError" in traces
+
+
+def test_the_mirror_serves_the_same_metrics(kafka_bootstrap: str, topic_factory: Any,
+                                           tmp_path: Path) -> None:
+    """``gridstream mirror --status-port 0``: /status and /metrics count the operations
+    the mirror wrote, as many as the topic holds."""
+    from gridstream.model import SpaceDocument
+    from gridstream.space import Space
+
+    topic = topic_factory(1)
+    data_dir = tmp_path / "space"
+    name = f"ops-mirror-{uuid.uuid4().hex[:8]}"
+    with Space.embedded("ops", data_dir=str(data_dir)) as space:
+        for i in range(40):
+            space.write(SpaceDocument("people", {"id": f"p{i}", "n": i}))
+    process, lines = start_piped(
+        [sys.executable, "-m", "gridstream.mirror", "--data-dir", str(data_dir),
+         "--bootstrap", kafka_bootstrap, "--name", name, "--default-topic", topic,
+         "--metrics-interval", "0", "--status-port", "0"], ROOT)
+    seen: list[str] = []
+    try:
+        await_line(process, lines, seen, lambda line: line.startswith("status: http://"))
+        found = re.search(r"status: (http://[\d.:]+)/", seen[-1])
+        assert found is not None, seen
+        url = found.group(1)
+        flows = _await(url, lambda f: f[name]["written"] >= 40 and f[name]["lag_records"] == 0,
+                       process, seen, lines)
+        in_topic = _committed(kafka_bootstrap, topic, 40)
+        metrics = _get(url + "/metrics").decode()
+        assert len(in_topic) == 40 == flows[name]["written"]
+        assert _metric(metrics, "gridstream_flow_records_written_total", name) == len(in_topic)
+        assert f'gridstream_flow_lag_records{{flow="{name}",source="log"}} 0.0' in metrics
+        assert flows[name]["state"] == "running" and flows[name]["kind"] == "mirror"
+    finally:
+        code = _stop(process, lines, seen) if process.poll() is None else process.returncode
+    assert code == 0, "".join(seen[-40:])

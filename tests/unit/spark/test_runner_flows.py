@@ -1,0 +1,247 @@
+"""The runner's supervision of several flows: one failed flow does not stop the others,
+a transient failure restarts with a doubling, bounded delay, a permanent one stays
+failed, each failure is one line on the terminal with the whole trace in the log file,
+an idle flow prints a heartbeat, and the monitor's counts are the reports' counts.
+Fakes stand in for Spark: only the supervision is under test."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gridstream.connect.base import ConnectorReport
+from gridstream.errors import GridError, KafkaClientError, RecordError
+from gridstream.ops.failures import LogFile, describe, is_transient
+from gridstream.ops.status import Monitor
+from gridstream.spark.runner import PipelineRunner, RestartPolicy
+
+JAVA_TIMEOUT = ("[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: "
+                "org.apache.kafka.common.errors.TimeoutException: Timed out waiting\n"
+                "\tat org.apache.kafka.clients.Foo.bar(Foo.java:1)\n" * 3)
+
+
+class Query:
+    def __init__(self, *, active: bool = True, error: str | None = None) -> None:
+        self.isActive = active
+        self._error = error
+        self.lastProgress: dict[str, Any] | None = None
+
+    def exception(self) -> str | None:
+        return self._error
+
+    def stop(self) -> None:
+        self.isActive = False
+
+
+class Flow:
+    """A flow whose ``start`` hands out the queries of ``plan`` in turn (the last one
+    again when the plan runs out); each start and stop is recorded."""
+
+    def __init__(self, name: str, plan: list[Query], failure: BaseException | None = None,
+                 batches: int = 0) -> None:
+        self.name = name
+        self.plan = plan
+        self.starts = 0
+        self.failure: BaseException | None = None
+        self._failure = failure
+        self.reports: deque[Any] = deque(
+            ConnectorReport(name, i, 10, 7, 1, 1, 1, 0.5) for i in range(batches))
+
+    def describe(self) -> str:
+        return f"flow {self.name}"
+
+    def start(self, spark: Any) -> Query:
+        self.starts += 1
+        query = self.plan[min(self.starts, len(self.plan)) - 1]
+        self.failure = self._failure if query.exception() is not None else None
+        return query
+
+    def close(self) -> None:
+        return None
+
+
+class Spark:
+    def stop(self) -> None:
+        return None
+
+
+def _raised(error: BaseException) -> BaseException:
+    """``error`` as a flow holds it: raised and caught (with its traceback)."""
+    try:
+        raise error
+    except BaseException as caught:  # noqa: BLE001 - handed back
+        return caught
+
+
+def _runner(flows: list[Flow], tmp_path: Path, **kwargs: Any) -> tuple[PipelineRunner, io.StringIO]:
+    out = io.StringIO()
+    runner = PipelineRunner(flows, Spark, out=out, poll_s=0.01,  # type: ignore[arg-type]
+                            log=LogFile(tmp_path / "run.log"), **kwargs)
+    return runner, out
+
+
+def test_a_permanent_failure_fails_its_flow_alone_in_one_line(tmp_path: Path) -> None:
+    bad = Flow("bad", [Query(active=False, error="java.lang.RuntimeException: boom\n\tat x")],
+               failure=_raised(RecordError("value is not JSON", where="t[0]@250",
+                                           stage="convert")))
+    good = Flow("good", [Query(active=False)], batches=2)
+    runner, out = _runner([bad, good], tmp_path,
+                          restarts={"bad": RestartPolicy(5, 0.0)})
+    assert runner.run() == 1
+    lines = out.getvalue().splitlines()
+    failed = [line for line in lines if line.startswith("bad: FAILED")]
+    assert failed == [f"bad: FAILED: RecordError: t[0]@250: convert: value is not JSON; to get "
+                      "past it: errors = \"dead_letter\" with dead_letter_topic keeps bad "
+                      "records in a topic, errors = \"log\" skips and logs them; see "
+                      "docs/operating.md#a-record-that-stops-a-flow "
+                      f"(traces: {tmp_path / 'run.log'})"]
+    assert bad.starts == 1  # a record error is not retried
+    assert not any("Traceback" in line or "\tat " in line for line in lines)
+    log = (tmp_path / "run.log").read_text()
+    assert "Traceback" in log and "RecordError" in log and "RuntimeException: boom" in log
+    assert sum("good  batch" in line for line in lines) == 2  # the other flow went on
+    status = {f["name"]: f for f in runner.monitor.status()["flows"]}
+    assert status["bad"]["state"] == "failed" and status["good"]["state"] == "finished"
+    assert runner.monitor.status()["failed"] == ["bad"]
+
+
+def test_a_transient_failure_restarts_with_a_doubling_bounded_delay(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    failing = [Query(active=False, error=JAVA_TIMEOUT) for _ in range(4)]
+    flow = Flow("hz", [*failing, Query(active=False)])
+    runner, out = _runner([flow], tmp_path, restarts={"hz": RestartPolicy(5, 0.0, 0.0)})
+    policy = RestartPolicy(10, 2.0, 10.0)
+    assert [policy.delay(n) for n in range(1, 6)] == [2.0, 4.0, 8.0, 10.0, 10.0]
+    assert runner.run() == 0  # the fifth start finished
+    assert flow.starts == 5
+    lines = out.getvalue().splitlines()
+    restarts = [line for line in lines if "restart" in line]
+    assert len(restarts) == 4 and restarts[0].startswith(
+        "hz: failed: org.apache.kafka.common.errors.TimeoutException: Timed out waiting; "
+        "restart 1/5 from the checkpoint in 0s")
+    assert runner.monitor.status()["flows"][0]["restarts"] == 4
+
+
+def test_restarts_stop_after_max_restarts_in_a_row(tmp_path: Path) -> None:
+    flow = Flow("hz", [Query(active=False, error=JAVA_TIMEOUT)])
+    runner, out = _runner([flow], tmp_path, restarts={"hz": RestartPolicy(2, 0.0)})
+    assert runner.run() == 1
+    assert flow.starts == 3
+    assert "hz: FAILED (gave up after 2 restarts): org.apache.kafka" in out.getvalue()
+
+
+def test_a_flow_whose_start_raises_fails_alone(tmp_path: Path) -> None:
+    class Unreachable(Flow):
+        def start(self, spark: Any) -> Query:
+            self.starts += 1
+            raise GridError("cannot reach Hazelcast at 127.0.0.1:5799")
+
+    down = Unreachable("down", [])
+    good = Flow("good", [Query(active=False)], batches=1)
+    runner, out = _runner([down, good], tmp_path, restarts={"down": RestartPolicy(1, 0.0)})
+    assert runner.run() == 1
+    assert down.starts == 2  # transient: one restart, then failed
+    assert "down: FAILED (gave up after 1 restarts): GridError: cannot reach" in out.getvalue()
+    assert "good  batch 0" in out.getvalue()
+
+
+def test_an_idle_flow_prints_a_heartbeat(tmp_path: Path) -> None:
+    runner, out = _runner([Flow("quiet", [Query()])], tmp_path, heartbeat_s=0.02)
+    flow = runner._flows["quiet"]
+    flow.query, flow.state, flow.last_said = Query(), "running", 0.0  # type: ignore[assignment]
+    runner._report()
+    assert re.search(r"^quiet  idle: no batch for \d+s; 0 batches, 0 records read so far, "
+                     r"last batch none yet$", out.getvalue(), re.M), out.getvalue()
+    assert runner.monitor.status()["flows"][0]["state"] == "idle"
+    runner.heartbeat_s = 3600.0
+    runner._report()  # not again before heartbeat_s
+    assert out.getvalue().count("idle:") == 1
+
+
+def test_the_monitor_counts_what_the_reports_say(tmp_path: Path) -> None:
+    flow = Flow("c", [Query(active=False)], batches=3)
+    monitor = Monitor()
+    runner, _ = _runner([flow], tmp_path, monitor=monitor)
+    assert runner.run() == 0
+    status = monitor.status()["flows"][0]
+    assert (status["batches"], status["read"], status["written"], status["filtered"],
+            status["skipped"], status["dead_lettered"]) == (3, 30, 21, 3, 3, 3)
+    text = monitor.metrics.text().decode()
+    assert 'gridstream_flow_records_read_total{flow="c"} 30.0' in text
+    assert 'gridstream_flow_records_written_total{flow="c"} 21.0' in text
+    assert 'gridstream_flow_batch_duration_seconds_count{flow="c"} 3.0' in text
+    assert 'gridstream_flow_state{flow="c",state="finished"} 1.0' in text
+
+
+TASK = ("[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided "
+        "function in foreach batch sink. Reason: An exception was raised by the Python Proxy. "
+        "Return Message: Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+        "{}\n\tat org.apache.spark.Foo(Foo.scala:1)")
+
+
+@pytest.mark.parametrize(("error", "java", "transient"), [
+    (None, JAVA_TIMEOUT, True),
+    (None, "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: no", True),
+    (None, "java.lang.IllegalStateException: checkpoint of another query", False),
+    (GridError("hazelcast: cannot reach cluster 'gridstream' at 127.0.0.1:5701"), "", True),
+    (GridError("snapshot file s-1 is gone: start with a new checkpoint"), "", False),
+    (KafkaClientError("authorization failed", code="TOPIC_AUTHORIZATION_FAILED"), "", False),
+    (KafkaClientError("broker away", code="_TRANSPORT", retriable=True), "", True),
+    (RecordError("bad", where="t[0]@1", stage="convert"), JAVA_TIMEOUT, False),
+    (ValueError("a bug"), "", False),
+    # raised in a Spark task: the driver sees Spark's wrapper, naming the error in text
+    (RuntimeError("wrapped"), TASK.format("gridstream.errors.GridError: hazelcast: cannot "
+                                          "reach cluster 'gridstream': Unable to connect"), True),
+    (RuntimeError("wrapped"), TASK.format("gridstream.errors.GridError: map 'm': a value of "
+                                          "type int where str is declared"), False),
+    (None, TASK.format("gridstream.errors.StoreError: Cassandra write failed"), True),
+    (None, TASK.format("gridstream.errors.PositionLostError: stream 67 now starts at 7009 "
+                       "(timed out)"), False),
+    (None, TASK.format("hazelcast.errors.TargetDisconnectedError: member left"), True),
+])
+def test_transient_or_permanent(error: BaseException | None, java: str, transient: bool) -> None:
+    assert is_transient(error, java) is transient
+
+
+def test_one_line_of_a_task_s_failure_is_its_gridstream_error() -> None:
+    text = TASK.format("gridstream.errors.StoreError: Cassandra write failed: NoHostAvailable")
+    assert describe(RuntimeError(text), text) == (
+        "StoreError: Cassandra write failed: NoHostAvailable")
+
+
+def test_a_flow_without_a_checkpoint_of_its_own_is_not_restarted(tmp_path: Path) -> None:
+    flow = Flow("tmp", [Query(active=False, error=JAVA_TIMEOUT), Query(active=False)])
+    flow.restartable = False  # type: ignore[attr-defined]
+    runner, out = _runner([flow], tmp_path, restarts={"tmp": RestartPolicy(5, 0.0)})
+    assert runner.run() == 1
+    assert flow.starts == 1
+    assert "not restarted: it has no checkpoint to resume from" in out.getvalue()
+
+
+def test_attempts_count_again_once_a_restarted_flow_has_run_long_enough(
+        tmp_path: Path) -> None:
+    import time
+
+    runner, _ = _runner([Flow("hz", [Query()])], tmp_path,
+                        restarts={"hz": RestartPolicy(3, 1.0, 30.0)})
+    flow = runner._flows["hz"]
+    flow.query = Query()  # type: ignore[assignment]
+    flow.state, flow.attempts = "running", 2
+    flow.started_at = time.monotonic() - 50
+    runner._report()
+    assert flow.attempts == 2  # not a minute yet (the longer of max_delay_s and 60 s)
+    flow.started_at = time.monotonic() - 61
+    runner._report()
+    assert flow.attempts == 0
+
+
+def test_one_line_of_a_java_failure_is_its_first_meaningful_line() -> None:
+    assert describe(None, JAVA_TIMEOUT) == (
+        "org.apache.kafka.common.errors.TimeoutException: Timed out waiting")
+    assert describe(None, "") == "unknown error"
+    assert describe(GridError("a\nb"), "ignored") == "GridError: a"
