@@ -120,8 +120,9 @@ class Preflight:
             return
         writers = sorted({w for w in map(self._writer_of, missing) if w is not None}
                          - {flow.name})
-        who = (f"{', '.join(writers)} (this file) creates them" if writers
-               else "no flow of this file writes them: create them, or start what does")
+        them = "them" if len(missing) > 1 else "it"
+        who = (f"{', '.join(writers)} (this file) creates {them}" if writers
+               else f"no flow of this file writes {them}: create {them}, or start what does")
         raise NotYet(f"waiting for topic{'s' if len(missing) > 1 else ''} "
                      f"{', '.join(missing)} at {servers}: {who}")
 

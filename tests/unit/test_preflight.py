@@ -82,7 +82,7 @@ def test_a_topic_another_flow_of_the_file_creates_is_waited_for(admin: type[Fake
 def test_a_topic_nobody_in_the_file_writes_is_said_so(admin: type[FakeAdmin]) -> None:
     flow = Flow("p", ["kafka:orders"], ["store:sql"])
     with pytest.raises(NotYet, match="waiting for topic orders at 127.0.0.1:9092: no flow of "
-                       "this file writes them"):
+                       "this file writes it"):
         Preflight([flow]).check(flow)
 
 
@@ -169,8 +169,8 @@ def test_the_runner_waits_for_a_topic_then_starts(admin: type[FakeAdmin]) -> Non
     assert sink.starts == 1 and len(checks) == 3
     lines = out.getvalue().splitlines()
     assert [line.split(" (waited")[0] for line in lines[1:3]] == [
-        "sink: waiting for topic t at 127.0.0.1:9092: no flow of this file writes them: "
-        "create them, or start what does; checking again in 0s"] * 2
+        "sink: waiting for topic t at 127.0.0.1:9092: no flow of this file writes it: "
+        "create it, or start what does; checking again in 0s"] * 2
     status = runner.monitor.status()["flows"][0]
     assert status["restarts"] == 0 and status["state"] == "finished"
 
@@ -187,7 +187,7 @@ def test_a_flow_stops_waiting_after_its_budget(admin: type[FakeAdmin]) -> None:
     assert sink.starts == 0
     failed = [line for line in out.getvalue().splitlines() if line.startswith("sink: FAILED")]
     assert failed == ["sink: FAILED: waiting for topic t at 127.0.0.1:9092: no flow of this "
-                      "file writes them: create them, or start what does; gave up waiting "
+                      "file writes it: create it, or start what does; gave up waiting "
                       "after 0.05s"], out.getvalue()
 
 
