@@ -21,18 +21,11 @@ import orjson
 from confluent_kafka import Consumer, Producer
 
 from tests.integration.child_output import await_line, start_piped
+from tests.integration.run_files import toml_value as _toml
 
 ROOT = Path(__file__).resolve().parents[2]
 GRIDSTREAM = [sys.executable, "-m", "gridstream.cli"]
 ENTRIES = 100
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return json.dumps(value)
 
 
 def _run_section(tmp: Path, bootstrap: str) -> str:

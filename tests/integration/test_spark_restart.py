@@ -25,18 +25,11 @@ from typing import Any
 import pytest
 
 from tests.integration.child_output import await_line, start_piped
+from tests.integration.run_files import toml_value as _toml
 from tests.integration.spark_checks import check_cassandra, check_delta, check_sql
 from tests.integration.spark_workload import ORDER, PERSON, PERSON_TABLE, Workload, produce
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return json.dumps(value)
 
 
 def _write_config(path: Path, bootstrap: str, topics: list[str], keyspace: str, tmp: Path,
