@@ -205,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server = _serve(mirror, args, done) if args.status_port is not None else None
     except GridstreamError as exc:
+        done.set()
+        reader.close()
         print(f"gridstream mirror: error: {exc}", file=sys.stderr)
         return 2
     try:

@@ -5,6 +5,7 @@ Exit codes: 0 every flow healthy, 1 a flow failed, 3 no run answers at the URL.
 
 from __future__ import annotations
 
+import http.client
 import time
 import urllib.error
 import urllib.request
@@ -47,7 +48,7 @@ def show_status(url: str, *, as_json: bool = False, console: Console | None = No
         status = fetch_status(url)
         if not isinstance(status, dict) or not {"flows", "healthy", "now"} <= status.keys():
             raise ValueError("the answer is not a gridstream run's status")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         out.print(f"no gridstream run answers at {url}: {reason} (is it running? "
                   "its status URL is printed when it starts)", markup=False, highlight=False)
@@ -71,15 +72,17 @@ def show_status(url: str, *, as_json: bool = False, console: Console | None = No
             table.add_row(*(Text(cell) for cell in row))  # names are not markup
         out.print(table)
     else:  # a pipe or a file: whole lines, one a flow, nothing wrapped or cut
-        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(_COLUMNS)]
+        widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(_COLUMNS)]
         out.print(title, markup=False, highlight=False, soft_wrap=True)
         for row in [list(_COLUMNS), *rows]:
             out.print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)
                                 ).rstrip(), markup=False, highlight=False, soft_wrap=True)
     for f in status["flows"]:
         if f["error"]:
-            when = ("" if f["next_restart_at"] is None else
-                    f" (restart in {max(0.0, f['next_restart_at'] - time.time()):.0f}s)")
+            again = f["next_restart_at"]
+            when = ("" if again is None else f" (restart in {max(0.0, again - time.time()):.0f}s)"
+                    if f["state"] == "restarting" else f" (checking again in "
+                    f"{max(0.0, again - time.time()):.0f}s)")
             out.print(f"{f['name']}: {f['state'].upper()}: {f['error']}{when}",
                       markup=False, highlight=False, soft_wrap=True)
     return 0 if status["healthy"] else 1

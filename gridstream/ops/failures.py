@@ -35,8 +35,14 @@ __all__ = ["Failure", "LogFile", "NotYet", "describe", "error_line", "is_transie
 
 
 class NotYet(GridstreamError):
-    """A flow's input is not there yet (a topic another flow creates): the runner waits
-    and checks again (``gridstream.ops.preflight``)."""
+    """A flow's input is not there yet: the runner waits and checks again
+    (``gridstream.ops.preflight``); ``created_here`` when a flow of the same run creates
+    it (then it waits as long as it takes: a source creates its topics with its first
+    record, which may come much later)."""
+
+    def __init__(self, message: str, *, created_here: bool = False) -> None:
+        super().__init__(message)
+        self.created_here = created_here
 
 
 _PERMANENT = (RecordError, ConfigError, CodecError, PositionLostError, SpaceError)
@@ -46,15 +52,33 @@ _TRANSIENT_IF_UNREACHABLE = (GridError, KafkaClientError, RegistryError)
 of the wrong type, a snapshot file gone or an incompatible schema fail the same again."""
 
 _UNREACHABLE = re.compile(
-    r"(TimeoutException|UnknownTopicOrPartitionException|NetworkException|"
+    r"\b(TimeoutException|UnknownTopicOrPartitionException|NetworkException|"
     r"DisconnectException|NotLeaderOrFollowerException|LeaderNotAvailableException|"
-    r"ConnectException|NoHostAvailable|Connection refused|TargetDisconnected|"
-    r"HazelcastClientOffline|ClientOffline|Unable to connect|cannot reach|unreachable|"
-    r"does not answer|timed out|[Tt]imeout)")
+    r"ConnectException|NoHostAvailable|Connection refused|TargetDisconnected\w*|"
+    r"HazelcastClientOffline\w*|ClientOffline\w*|Unable to connect|cannot reach|"
+    r"unreachable|does not answer|not connected|timed out|[Tt]imeout|"
+    r"_TRANSPORT|_ALL_BROKERS_DOWN|_RESOLVE|_TIMED_OUT|_MSG_TIMED_OUT|REQUEST_TIMED_OUT|"
+    r"NOT_COORDINATOR|COORDINATOR_NOT_AVAILABLE|COORDINATOR_LOAD_IN_PROGRESS)\b")
 """Words of a failure to reach a service: Java's Kafka and Hazelcast exceptions, the
-Python clients' (hazelcast, cassandra-driver) and gridstream's own messages."""
+Python clients' (hazelcast, cassandra-driver, librdkafka's codes) and gridstream's own
+messages. Searched in message lines only, never in a trace's frames or source lines."""
 
 _OURS = re.compile(r"\bgridstream\.errors\.(\w+)")
+_EXCEPTION_LINE = re.compile(r"^(Caused by: )?[\w.$]*(Error|Exception)\b")
+_WRAPPERS = (errors.SparkError,)
+"""Our errors that wrap another (a pipeline's ``SparkError: pipeline 'p' failed: ...``):
+what they wrap decides."""
+
+
+def _messages(error: BaseException | None, java: str) -> str:
+    """The message lines of a failure: the first line of each text and every line that
+    names an exception (``x.y.SomeError: ...``), not frames or source lines."""
+    lines: list[str] = []
+    for text in (str(error) if error is not None else "", java):
+        rows = [row.strip() for row in text.splitlines() if row.strip()]
+        lines += rows[:1] + [row for row in rows[1:] if _EXCEPTION_LINE.match(row)
+                             or "gridstream.errors." in row]
+    return "\n".join(lines)
 
 _HINTS = {
     RecordError: "to get past it: errors = \"dead_letter\" with dead_letter_topic keeps "
@@ -72,12 +96,14 @@ def _named(error: BaseException | None, java: str) -> type[BaseException] | None
     it too: ``SparkError: pipeline 'p' failed: gridstream.errors.RecordError: ...``),
     else the error itself."""
     for text in (java, str(error) if error is not None else ""):
-        names = _OURS.findall(text)
-        if names:
-            found = getattr(errors, names[-1], None)  # the outermost one raised
-            if isinstance(found, type) and issubclass(found, GridstreamError):
+        for name in reversed(_OURS.findall(text)):  # the outermost one raised first
+            found = getattr(errors, name, None)
+            if (isinstance(found, type) and issubclass(found, GridstreamError)
+                    and not issubclass(found, _WRAPPERS)):
                 return found
-    return type(error) if isinstance(error, GridstreamError) else None
+    if isinstance(error, GridstreamError) and not isinstance(error, _WRAPPERS):
+        return type(error)
+    return None
 
 
 class Failure:
@@ -118,7 +144,7 @@ class Failure:
 def is_transient(error: BaseException | None, java: str = "") -> bool:
     """Whether a restart may pass where this failed (see the module's words)."""
     kind = _named(error, java)
-    text = f"{error if error is not None else ''}\n{java}"
+    text = _messages(error, java)
     if kind is None:  # not ours: a client's, Spark's or a user function's error
         if isinstance(error, (ConnectionError, TimeoutError)):
             return True
@@ -139,9 +165,9 @@ def error_line(text: str) -> str:
     the error), else the first line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     ours = [line[line.index("gridstream.errors."):] for line in lines
-            if "gridstream.errors." in line]
-    ours += [line for line in lines if line.startswith("RecordError: ")]
-    return (ours or lines or ["unknown error"])[0]
+            if "gridstream.errors." in line and "gridstream.errors.SparkError" not in line]
+    ours = ours or [line for line in lines if line.startswith("RecordError: ")]
+    return (ours[-1:] or lines[:1] or ["unknown error"])[0]  # the outermost one raised
 
 
 def describe(error: BaseException | None, java: str = "") -> str:
@@ -149,20 +175,26 @@ def describe(error: BaseException | None, java: str = "") -> str:
     else the flow's own error, else the first meaningful line of the query's (Java)
     error, shorn of Spark's wrapping."""
     for text in (java, str(error) if error is not None else ""):
-        if _OURS.search(text):
+        if any(name != "SparkError" for name in _OURS.findall(text)):
             return error_line(text).removeprefix("gridstream.errors.")
-    if error is not None:
+    if error is not None and (isinstance(error, GridstreamError) or not java) and not \
+            isinstance(error, _WRAPPERS):
         first = str(error).strip().splitlines()
         return f"{type(error).__name__}: {first[0] if first else ''}".rstrip(": ")
-    for raw in java.splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("at ", "...", "=== ", "Caused by: ")):
+    rows = [raw.strip() for raw in java.splitlines() if raw.strip()]
+    causes = [row.removeprefix("Caused by: ") for row in rows if row.startswith("Caused by: ")]
+    for line in causes[-1:] or rows:  # the root cause, else the first meaningful line
+        if line.startswith(("at ", "...", "=== ")):
             continue
         line = re.sub(r"^\[[A-Z_.]+\]\s*", "", line)  # [STREAM_FAILED] ...
         if line.startswith("Query ") and "terminated with exception" in line:
             line = line.split("terminated with exception:", 1)[1].strip() or line
+        line = re.sub(r"^.*most recent failure: Lost task [^:]*\): ", "", line)
         if line:
             return line
+    if error is not None:
+        first = str(error).strip().splitlines()
+        return f"{type(error).__name__}: {first[0] if first else ''}".rstrip(": ")
     return "unknown error"
 
 

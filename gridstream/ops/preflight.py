@@ -5,9 +5,9 @@ For each flow, before its query starts (and again before each restart):
 
 - the Kafka cluster it reads or writes answers (``StackError``: transient, restarted);
 - the topics it reads exist; a topic that another flow of the same file writes (its
-  source creates it) is ``NotYet``: the runner says it waits and checks again with the
-  restart backoff; a topic nobody in the file writes is waited for the same way (another
-  application may create it), and said so;
+  source creates it with its first record) is ``NotYet``: the runner waits, checking
+  every few seconds, as long as it takes; a topic nobody in the file writes is waited
+  for ``wait_for_inputs_s`` (another application may create it), and said so;
 - a Hazelcast member of its grid answers (``GridError``: transient);
 - a Space it reads exists (``ConfigError``: permanent, with what to do).
 
@@ -124,7 +124,7 @@ class Preflight:
         who = (f"{', '.join(writers)} (this file) creates {them}" if writers
                else f"no flow of this file writes {them}: create {them}, or start what does")
         raise NotYet(f"waiting for topic{'s' if len(missing) > 1 else ''} "
-                     f"{', '.join(missing)} at {servers}: {who}")
+                     f"{', '.join(missing)} at {servers}: {who}", created_here=bool(writers))
 
     def _hazelcast(self, grid: Any) -> None:
         from gridstream.stack._process import port_open

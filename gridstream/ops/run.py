@@ -35,7 +35,14 @@ class Operated:
     ``ops.server`` (None when ``[run] status = false``) for the run's duration."""
 
     def __init__(self, run: Any, stem: str) -> None:
-        self.log = LogFile(log_path(run.log_dir, stem))
+        from gridstream.errors import ConfigError
+
+        path = log_path(run.log_dir, stem)
+        try:
+            self.log = LogFile(path)
+        except OSError as exc:
+            raise ConfigError(f"cannot write the run's log file {path}: {exc.strerror or exc}; "
+                              "set [run] log_dir to a directory this user may write") from exc
         self.monitor = Monitor()
         self.monitor.log_file = str(self.log.path)
         self.server: StatusServer | None = None

@@ -33,7 +33,7 @@ class StatusServer:
         self.monitor = monitor
         handler = type("_Handler", (_Handler,), {"monitor": monitor})
         try:
-            self._server = ThreadingHTTPServer((host, port), handler)
+            self._server = _Server((host, port), handler)
         except OSError as exc:
             raise ConfigError(f"cannot serve the run's status on {host}:{port}: "
                               f"{exc.strerror or exc}; choose another [run] status_port "
@@ -51,6 +51,10 @@ class StatusServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class _Server(ThreadingHTTPServer):
+    allow_reuse_port = False  # two runs never share a port (newer Pythons set it True)
 
 
 class _Handler(BaseHTTPRequestHandler):

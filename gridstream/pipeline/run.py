@@ -294,12 +294,12 @@ class PipelineJob:
             batch = int(progress.get("batchId", -1))
             if batch <= self._last_batch:
                 continue
-            self._last_batch = batch
             data = json.loads(progress.json)
             rows_in = int(data.get("numInputRows") or 0)
             metrics = (data.get("observedMetrics") or {}).get(OBSERVED) or {}
             if rows_in == 0 and not metrics:
-                continue
+                continue  # an idle trigger's progress carries the id the next batch runs as
+            self._last_batch = batch
             errors = int(metrics.get("errors") or 0)
             rows = int(metrics.get("rows") or 0)
             seconds = float((data.get("durationMs") or {}).get("triggerExecution", 0)) / 1000

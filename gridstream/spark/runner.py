@@ -153,6 +153,8 @@ class PipelineRunner:
         with stop_on_signals(self.stop):
             try:
                 for flow in self._flows.values():
+                    if self._stop.is_set():
+                        break
                     self.say(f"starting {flow.pipeline.describe()}")
                     self._start(spark, flow)
                 return self._supervise(spark)
@@ -161,21 +163,12 @@ class PipelineRunner:
 
     def _supervise(self, spark: SparkSession) -> int:
         while not self._stop.is_set():
-            self._report()
-            now = time.monotonic()
-            for flow in self._flows.values():
-                query = flow.query
-                if flow.state in ("restarting", "waiting"):
-                    if flow.restart_at is not None and now >= flow.restart_at:
-                        if flow.state == "restarting":
-                            self.monitor.restarted(flow.pipeline.name)
-                        self._start(spark, flow)
-                elif query is not None and not flow.done and not query.isActive:
-                    if query.exception() is None:
-                        flow.state = "finished"
-                        self.monitor.state(flow.pipeline.name, "finished")
-                    else:
-                        self._failed(flow, flow.pipeline.failure, str(query.exception()))
+            try:
+                self._pass(spark)
+            except Exception:
+                if self._stop.is_set():  # the signal stopped the JVM under this pass
+                    break
+                raise
             if all(f.done for f in self._flows.values()):
                 self._report()
                 failed = [n for n, f in self._flows.items() if f.state == "failed"]
@@ -186,9 +179,36 @@ class PipelineRunner:
         self.say("stopping (Ctrl-C): in-flight batches are not committed and will re-run")
         return 1 if any(f.state == "failed" for f in self._flows.values()) else 0
 
+    def _pass(self, spark: SparkSession) -> None:
+        """One look at every flow: reports, then failures and due restarts. Nothing is
+        judged once a stop was asked (a signal to the process group stops Spark's JVM
+        too, and its queries then end in errors that are no failure of theirs)."""
+        self._report()
+        now = time.monotonic()
+        for flow in self._flows.values():
+            if self._stop.is_set():
+                return
+            query = flow.query
+            if flow.state in ("restarting", "waiting"):
+                if flow.restart_at is not None and now >= flow.restart_at:
+                    if flow.state == "restarting":
+                        self.monitor.restarted(flow.pipeline.name)
+                    self._start(spark, flow)
+            elif query is not None and not flow.done and not query.isActive:
+                error = query.exception()
+                if self._stop.is_set():
+                    return
+                if error is None:
+                    flow.state = "finished"
+                    self.monitor.state(flow.pipeline.name, "finished")
+                else:
+                    self._failed(flow, flow.pipeline.failure, str(error))
+
     def _start(self, spark: SparkSession, flow: _Flow) -> None:
         flow.restart_at = None
-        flow.last_said = flow.started_at = time.monotonic()
+        flow.started_at = time.monotonic()
+        if flow.waiting_since is None:
+            flow.last_said = flow.started_at
         try:
             if self.preflight is not None:
                 self.preflight(flow.pipeline)
@@ -205,13 +225,18 @@ class PipelineRunner:
         ``wait_s`` (no restart counted, no trace logged); False when the wait is over."""
         policy = self.restarts.get(flow.pipeline.name)
         now = time.monotonic()
+        first = flow.waiting_since is None
         since = flow.waiting_since = flow.waiting_since or now
-        if policy is None or now - since > policy.wait_s:
+        endless = bool(getattr(failure.error, "created_here", False))
+        if policy is None or not endless and now - since >= policy.wait_s:
             return False
         delay = min(policy.delay_s, 5.0)
         flow.state, flow.restart_at = "waiting", now + delay
-        self.say(f"{flow.pipeline.name}: {failure.line}; checking again in {delay:g}s "
-                 f"(waited {now - since:.0f}s of {policy.wait_s:g}s)")
+        if first or now - flow.last_said >= 30:  # a line at first, then every 30 s
+            flow.last_said = now
+            limit = "" if endless else f" of {policy.wait_s:g}s"
+            self.say(f"{flow.pipeline.name}: {failure.line}; checking every {delay:g}s "
+                     f"(waited {now - since:.0f}s{limit})")
         self.monitor.state(flow.pipeline.name, "waiting", failure.line, time.time() + delay)
         return True
 
@@ -264,22 +289,20 @@ class PipelineRunner:
                 batches += 1
             if query is not None:
                 self.monitor.progress(name, progress)
-            policy = self.restarts.get(name)
-            settled = policy is not None and now - flow.started_at >= max(policy.max_delay_s, 60)
-            if batches or (flow.attempts and flow.state == "running" and settled):
-                flow.attempts = 0  # it runs again: the next failure counts from 1
+            if batches or (flow.attempts and progress is not None):
+                flow.attempts = 0  # it got through a trigger: the next failure counts from 1
             if batches:
                 flow.last_said = now
                 if flow.state == "running":
                     self.monitor.state(name, "running")
             elif flow.state == "running" and now - flow.last_said >= self.heartbeat_s:
                 flow.last_said = now
-                self.say(self._heartbeat(name, lag))
+                self.say(self._heartbeat(name, lag, now - flow.started_at))
                 self.monitor.state(name, "idle")
 
-    def _heartbeat(self, name: str, lag: int | None) -> str:
+    def _heartbeat(self, name: str, lag: int | None, running_s: float) -> str:
         flow = self.monitor.flow(name)
-        quiet = time.time() - (flow.last_batch_at or flow.since)
+        quiet = time.time() - flow.last_batch_at if flow.last_batch_at else running_s
         last = (time.strftime("%H:%M:%S", time.localtime(flow.last_batch_at))
                 if flow.last_batch_at else "none yet")
         text = (f"{name}  idle: no batch for {quiet:.0f}s; {flow.batches} batches, "
@@ -294,8 +317,9 @@ class PipelineRunner:
         if owned:
             _quiet_accumulator_server()
         for flow in self._flows.values():
-            if flow.query is not None:
-                _quietly(f"{flow.pipeline.name}: stopping its query", flow.query.stop)
+            stop = getattr(flow.query, "stop", None)  # a library user's query may lack it
+            if callable(stop):
+                _quietly(f"{flow.pipeline.name}: stopping its query", stop)
             if not flow.done:
                 flow.state = "stopped"
                 self.monitor.state(flow.pipeline.name, "stopped")
@@ -309,7 +333,11 @@ def _quietly(what: str, action: Callable[[], object]) -> None:
     try:
         action()
     except Exception as exc:  # noqa: BLE001 - at shutdown, one line and go on
-        log.warning("%s: %s", what, describe(exc, "").splitlines()[0][:300])
+        try:
+            reason = describe(exc, "").splitlines()[0][:300]
+        except Exception:  # noqa: BLE001 - str() of a Py4J error asks the JVM, maybe gone
+            reason = type(exc).__name__
+        log.warning("%s: %s", what, reason)
 
 
 def _quiet_accumulator_server() -> None:

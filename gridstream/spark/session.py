@@ -90,7 +90,7 @@ def get_spark(
         **(DELTA_CONF if has_delta else {}),
         "spark.jars": ",".join(jars),
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_conf}" + (
-            f" -Dgridstream.log.appender=file -Dgridstream.log.file={log_file}"
+            f' -Dgridstream.log.appender=file "-Dgridstream.log.file={log_file}"'
             if log_file is not None else ""),
         **(conf or {}),
     }

@@ -53,3 +53,37 @@ def test_the_metrics_reference_in_the_docs_is_current() -> None:
     text = (ROOT / "docs" / "operating.md").read_text()
     for spec in metrics.METRICS:
         assert f"`{spec.name}" in text, spec.name
+
+
+def test_a_batch_after_an_idle_trigger_of_the_same_id_is_reported() -> None:
+    """An idle trigger's progress carries the id the next batch runs as: taking it as
+    seen dropped that batch's report (its counts never reached the metrics)."""
+    import json
+    from collections import deque
+    from types import SimpleNamespace
+    from typing import Any
+
+    from gridstream.pipeline.base import Guarantee
+    from gridstream.pipeline.run import OBSERVED, PipelineJob
+
+    class Progress(dict[str, Any]):
+        @property
+        def json(self) -> str:
+            return json.dumps(self)
+
+    idle = Progress(batchId=1, numInputRows=0, durationMs={"triggerExecution": 3})
+    real = Progress(batchId=1, numInputRows=5, durationMs={"triggerExecution": 500},
+                    observedMetrics={OBSERVED: {"rows": 5, "errors": 0}})
+    job: Any = object.__new__(PipelineJob)
+    job.__dict__.update(pipeline=SimpleNamespace(name="p"), _last_batch=0, batches={},
+                        _windows=False,
+                        reports=deque(), options=SimpleNamespace(errors="fail"),
+                        guarantee=Guarantee.AT_LEAST_ONCE, source=None,
+                        _query=SimpleNamespace(recentProgress=[idle]))
+    job.poll()
+    assert list(job.reports) == []
+    job._query.recentProgress = [idle, real]
+    job.poll()
+    assert [(r.batch_id, r.rows_in) for r in job.reports] == [(1, 5)]
+    job.poll()  # once
+    assert len(job.reports) == 1

@@ -75,6 +75,7 @@ def test_a_topic_another_flow_of_the_file_creates_is_waited_for(admin: type[Fake
                                   "127.0.0.1:9092: space-to-kafka (this file) creates them")
     failure = Failure(sink.name, waiting.value, "")
     assert failure.transient and failure.waiting and failure.line == str(waiting.value)
+    assert waiting.value.created_here  # so the sink waits as long as it takes
     admin.topics = {"space.people", "space.orders"}
     check(sink)  # present now
 
@@ -168,9 +169,10 @@ def test_the_runner_waits_for_a_topic_then_starts(admin: type[FakeAdmin]) -> Non
     assert runner.run() == 0
     assert sink.starts == 1 and len(checks) == 3
     lines = out.getvalue().splitlines()
-    assert [line.split(" (waited")[0] for line in lines[1:3]] == [
+    assert [line.split(" (waited")[0] for line in lines[1:-1]] == [
         "sink: waiting for topic t at 127.0.0.1:9092: no flow of this file writes it: "
-        "create it, or start what does; checking again in 0s"] * 2
+        "create it, or start what does; checking every 0s"]  # a line at first, then each 30 s
+    assert lines[-1] == "all pipelines finished"
     status = runner.monitor.status()["flows"][0]
     assert status["restarts"] == 0 and status["state"] == "finished"
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from gridstream.connect.base import ConnectorReport
-from gridstream.errors import GridError, KafkaClientError, RecordError
-from gridstream.ops.failures import LogFile, describe, is_transient
+from gridstream.errors import GridError, KafkaClientError, RecordError, SparkError
+from gridstream.ops.failures import Failure, LogFile, describe, is_transient
 from gridstream.ops.status import Monitor
 from gridstream.spark.runner import PipelineRunner, RestartPolicy
 
@@ -203,6 +203,17 @@ TASK = ("[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provi
     (None, TASK.format("gridstream.errors.PositionLostError: stream 67 now starts at 7009 "
                        "(timed out)"), False),
     (None, TASK.format("hazelcast.errors.TargetDisconnectedError: member left"), True),
+    # a pipeline's own error wraps what failed: what it wraps decides
+    (SparkError("pipeline 'p' failed: [STREAM_FAILED] Query terminated"), JAVA_TIMEOUT, True),
+    (SparkError("pipeline 'p' failed: bad"), "java.lang.IllegalStateException: no", False),
+    # words in a trace's frames or source lines are not the failure's
+    (None, TASK.format('  File "grid/hazelcast/_writes.py", line 106, in write\n'
+                       "    applied += _transaction(tx, timeout_s, overwrite)\n"
+                       "gridstream.errors.GridError: map 'm': a value of type int"), False),
+    (None, TASK.format("gridstream.errors.KafkaClientError: produce: _ALL_BROKERS_DOWN: "
+                       "all broker connections are down"), True),
+    (None, TASK.format("gridstream.errors.GridError: the Hazelcast client is not connected "
+                       "to a cluster"), True),
 ])
 def test_transient_or_permanent(error: BaseException | None, java: str, transient: bool) -> None:
     assert is_transient(error, java) is transient
@@ -214,6 +225,34 @@ def test_one_line_of_a_task_s_failure_is_its_gridstream_error() -> None:
         "StoreError: Cassandra write failed: NoHostAvailable")
 
 
+def test_one_line_of_a_chained_failure_is_the_outermost_error_with_its_advice() -> None:
+    """A sink under STOP_TASK: the task's record error, then the connector's own raised
+    from it, which says how to get past it."""
+    text = TASK.format(
+        "gridstream.errors.RecordError: t[0]@5: decode: value is not JSON\n\n"
+        "The above exception was the direct cause of the following exception:\n\n"
+        "gridstream.errors.RecordError: t[0]@5: decode: value is not JSON (sink connector "
+        "'s', errorHandlingPolicy STOP_TASK; to get past it: errorHandlingPolicy LOG_ONLY)")
+    failure = Failure("s", RuntimeError("wrapped"), text)
+    assert failure.line.startswith("RecordError: t[0]@5: decode: value is not JSON (sink")
+    assert "to get past it" in failure.line and failure.hint() == ""
+    assert not failure.transient
+
+
+def test_one_line_of_a_py4j_failure_is_its_root_cause() -> None:
+    java = ("[STREAM_FAILED] Query [id = 1] terminated with exception: Job aborted due to "
+            "stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost "
+            "task 0.0 in stage 3.0 (TID 3) (localhost executor driver): "
+            "org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms expired\n"
+            "\tat org.apache.kafka.Foo(Foo.java:1)\n"
+            "Caused by: org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms "
+            "expired before the position for partition t-0 could be determined\n\tat x")
+    assert describe(RuntimeError("An error occurred while calling o87.collectToPython"),
+                    java) == ("org.apache.kafka.common.errors.TimeoutException: Timeout of "
+                              "60000ms expired before the position for partition t-0 could "
+                              "be determined")
+
+
 def test_a_flow_without_a_checkpoint_of_its_own_is_not_restarted(tmp_path: Path) -> None:
     flow = Flow("tmp", [Query(active=False, error=JAVA_TIMEOUT), Query(active=False)])
     flow.restartable = False  # type: ignore[attr-defined]
@@ -223,19 +262,19 @@ def test_a_flow_without_a_checkpoint_of_its_own_is_not_restarted(tmp_path: Path)
     assert "not restarted: it has no checkpoint to resume from" in out.getvalue()
 
 
-def test_attempts_count_again_once_a_restarted_flow_has_run_long_enough(
+def test_attempts_count_again_once_a_restarted_query_got_through_a_trigger(
         tmp_path: Path) -> None:
-    import time
-
+    """Not on a timer: a failure that takes a minute to surface (a client's timeout)
+    would otherwise restart for ever at attempt 1."""
     runner, _ = _runner([Flow("hz", [Query()])], tmp_path,
                         restarts={"hz": RestartPolicy(3, 1.0, 30.0)})
     flow = runner._flows["hz"]
-    flow.query = Query()  # type: ignore[assignment]
-    flow.state, flow.attempts = "running", 2
-    flow.started_at = time.monotonic() - 50
+    query = Query()
+    flow.query = query  # type: ignore[assignment]
+    flow.state, flow.attempts, flow.started_at = "running", 2, 0.0
     runner._report()
-    assert flow.attempts == 2  # not a minute yet (the longer of max_delay_s and 60 s)
-    flow.started_at = time.monotonic() - 61
+    assert flow.attempts == 2  # running for ages, but no trigger done
+    query.lastProgress = {"batchId": 7, "sources": []}
     runner._report()
     assert flow.attempts == 0
 
@@ -245,3 +284,20 @@ def test_one_line_of_a_java_failure_is_its_first_meaningful_line() -> None:
         "org.apache.kafka.common.errors.TimeoutException: Timed out waiting")
     assert describe(None, "") == "unknown error"
     assert describe(GridError("a\nb"), "ignored") == "GridError: a"
+
+
+def test_a_stop_during_a_pass_judges_no_query(tmp_path: Path) -> None:
+    """A SIGTERM to the process group stops Spark's JVM too: a query found ended by it
+    is no failure of its flow (no FAILED line, no restart, exit 0)."""
+
+    class StoppedUnder(Query):
+        def exception(self) -> str:
+            runner.stop()  # the signal arrives while the runner looks at the query
+            return "org.apache.spark.SparkException: SparkContext was shut down"
+
+    flow = Flow("hz", [StoppedUnder(active=False)])
+    runner, out = _runner([flow], tmp_path, restarts={"hz": RestartPolicy(5, 0.0)})
+    assert runner.run() == 0
+    assert flow.starts == 1
+    assert "FAILED" not in out.getvalue() and "restart" not in out.getvalue()
+    assert "stopping (Ctrl-C)" in out.getvalue()
