@@ -56,9 +56,16 @@ from gridstream.connect.record import Record
 from gridstream.errors import CodecError, ConfigError
 from gridstream.grid.contract import Key, Value
 
-__all__ = ["TRANSFORM_TYPES", "Chain", "StepConfigError", "build_chain", "key_from_fields"]
+__all__ = ["IDENTITY", "TRANSFORM_TYPES", "Chain", "StepConfigError", "build_chain",
+           "key_from_fields"]
 
 Chain = Callable[[Record], Record]
+
+
+def IDENTITY(record: Record) -> Record:  # noqa: N802 - a constant that is a function
+    """The chain of no transforms (``build_chain([])``): the record as it is."""
+    return record
+
 Step = Callable[[Record], Record]
 
 
@@ -413,7 +420,7 @@ def build_chain(configs: Sequence[TransformConfig]) -> Chain:
         options.done()
         steps.append(_labelled(index, config.type, step))
     if not steps:
-        return lambda record: record
+        return IDENTITY
 
     def chain(record: Record) -> Record:
         for step in steps:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal, Self
 
 import orjson
 
-from gridstream.errors import ConfigError
+from gridstream.errors import ConfigError, GridError
 
 __all__ = [
     "CacheEvent",
@@ -55,7 +55,9 @@ class Entry:
     version: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+_UNDECODED: Any = object()
+
+
 class Change:
     """One change of a cache, read from its change stream.
 
@@ -66,18 +68,57 @@ class Change:
     orders changes within one lineage only: Hazelcast's starts again in a new lineage (a
     restarted cluster) or a re-created map, so it must not be compared across them (e.g.
     as a sink's write version); the Space's log sequence numbers only grow.
+
+    ``text`` is the value as compact JSON text when the adapter holds it so (``of_json``:
+    the Space's fold keeps each entry's wire JSON, written by orjson): a JSON converter
+    writes it as it is, and ``value`` is decoded from it only when something asks.
     """
 
-    cache: str
-    key: Key
-    value: Value | None
-    version: int | None
-    stream: str
-    seq: int
+    __slots__ = ("_value", "cache", "key", "seq", "stream", "text", "version")
+
+    def __init__(self, cache: str, key: Key, value: Value | None, version: int | None,
+                 stream: str, seq: int) -> None:
+        self.cache, self.key, self._value = cache, key, value
+        self.version, self.stream, self.seq = version, stream, seq
+        self.text: str | None = None
+
+    @classmethod
+    def of_json(cls, cache: str, key: Key, text: str, version: int | None, stream: str,
+                seq: int) -> Change:
+        """A change to a value given as the JSON text of an object (orjson's compact
+        form: what ``orjson.dumps`` of its decoding gives again)."""
+        change = cls(cache, key, None, version, stream, seq)
+        change._value, change.text = _UNDECODED, text
+        return change
+
+    @property
+    def value(self) -> Value | None:
+        if self._value is _UNDECODED:
+            value = orjson.loads(self.text or "{}")
+            if not isinstance(value, dict):
+                raise GridError(f"cache {self.cache!r} key {self.key!r}: the change's "
+                                "value is not a JSON object")
+            self._value = value
+        result: Value | None = self._value
+        return result
 
     @property
     def removed(self) -> bool:
-        return self.value is None
+        return self._value is None
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.cache, self.key, self.value, self.version, self.stream, self.seq)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Change):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # a value is a dict
+
+    def __repr__(self) -> str:
+        return (f"Change(cache={self.cache!r}, key={self.key!r}, value={self.value!r}, "
+                f"version={self.version!r}, stream={self.stream!r}, seq={self.seq!r})")
 
 
 @dataclass(frozen=True, slots=True)

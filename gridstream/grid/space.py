@@ -430,8 +430,12 @@ class SpaceAdapter(GridAdapter):
                 for op in mine:
                     cache = op.type_name
                     entity = states[cache].apply(op, declared[cache], strict=True)
-                    value = None if entity is None or entity.deleted else _value(entity.data)
-                    changes.append(Change(cache, op.id, value, op.version, STREAM, op.version))
+                    if entity is None or entity.deleted:
+                        changes.append(Change(cache, op.id, None, op.version, STREAM,
+                                              op.version))
+                    else:  # the fold's wire JSON, decoded only if asked for
+                        changes.append(Change.of_json(cache, op.id, entity.data or "{}",
+                                                      op.version, STREAM, op.version))
                 next_seq = bulk.next_seq
                 scanned += len(bulk.operations)
             for state in states.values():

@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,7 +27,7 @@ import orjson
 import pyarrow as pa
 
 from gridstream.connect.config import ErrorHandling, SourceConnectorConfig
-from gridstream.connect.converters import Converter
+from gridstream.connect.converters import Converter, JsonConverter
 from gridstream.connect.filters import EntryFilter
 from gridstream.connect.record import (
     H_CACHE,
@@ -40,6 +40,7 @@ from gridstream.connect.record import (
 )
 from gridstream.connect.source import snapshots
 from gridstream.connect.source.offsets import Work
+from gridstream.connect.transforms import IDENTITY
 from gridstream.errors import CodecError, GridError, PositionLostError
 from gridstream.grid.contract import Change, ChangeBatch, GridAdapter, Key, Position, Value
 
@@ -109,6 +110,31 @@ class RecordMaker:
     chain: Callable[[Record], Record]
     entry_filter: EntryFilter | None
     time_ms: int
+
+    passes_json: bool = field(init=False, default=False)
+    """A change whose value comes as JSON text goes to Kafka as it is: no filter or
+    transform reads the value, and the JSON converter would write the same bytes."""
+
+    def __post_init__(self) -> None:
+        self.passes_json = (self.entry_filter is None and self.chain is IDENTITY
+                            and type(self.converter) is JsonConverter)
+
+    def add_change(self, rows: Rows, cache: str, change: Change) -> None:
+        """One change of a stream (``add``, without decoding a value given as JSON text
+        when nothing but the JSON converter would read it)."""
+        text = change.text
+        if text is None or not self.passes_json:
+            self.add(rows, cache, change.key, change.value, change.version)
+            return
+        key, version = change.key, change.version
+        try:
+            key_bytes = self.converter.encode_key(key)
+        except CodecError as exc:
+            self._bad(rows, cache, key, change.value, "convert", exc)
+            return
+        headers = ((H_VERSION, b"%d" % version),) if version is not None else ()
+        rows.add(self.config.topic_prefix + cache, key_bytes, text.encode(), headers, "ok",
+                 cache, f"{cache}/{key}")
 
     def add(self, rows: Rows, cache: str, key: Key, value: Value | None,
             version: int | None) -> None:
@@ -262,7 +288,7 @@ def _stream_row(rows: Rows, maker: RecordMaker, work: Work, change: Change,
           and change.version is not None and change.version <= settled.get(change.key, -1)):
         return  # the snapshot already holds this change (or a later one)
     else:
-        maker.add(rows, cache, change.key, change.value, change.version)
+        maker.add_change(rows, cache, change)
 
 
 def shared_works(works: Sequence[Work]) -> list[list[Work]]:

@@ -245,3 +245,44 @@ def test_a_failed_read_is_tried_again_on_a_new_connection(tmp_path: Path,
     with pytest.raises(GridError, match="down"):
         rows(read_work(work, failing, maker(cfg()), tmp_path))
     assert failing.asked == [False, True, True]
+
+
+def test_a_value_given_as_json_text_goes_to_kafka_as_it_is_never_decoded(
+        tmp_path: Path) -> None:
+    """The Space hands its fold's wire JSON (``Change.of_json``): with no filter and no
+    transform the JSON converter's bytes are that text, so it is not decoded and
+    encoded again; the bytes are those the decoding path writes."""
+    from gridstream.connect.transforms import IDENTITY, build_chain
+    from gridstream.grid.contract import _UNDECODED
+
+    texts = ['{"n":1,"x":[1,2.5,null],"s":"é"}', '{"n":2,"d":{"k":true}}']
+
+    def changes() -> list[Change]:
+        out = [Change.of_json("c", f"k{i}", t, i, "0", i) for i, t in enumerate(texts)]
+        return [*out, Change("c", "k0", None, 2, "0", 2)]
+
+    work = Work("c", start=Position("L", {"0": 0}), end=Position("L", {"0": 3}))
+    config = cfg(shallProcessRemovals=True)
+    given = changes()
+    fast = RecordMaker(config, JsonConverter(config.converter), IDENTITY, None, 1234)
+    assert fast.passes_json
+    out = rows(read_work(work, FakeGrid(given), fast, tmp_path))
+    assert [r["value"] for r in out] == [t.encode() for t in texts] + [None]
+    assert all(c._value is _UNDECODED for c in given[:2])  # never decoded
+    slow = rows(read_work(work, FakeGrid(changes()), maker(config), tmp_path))
+    assert out == slow  # every column: topic, key, value, headers, status, where
+    masked = RecordMaker(config, JsonConverter(config.converter),
+                         build_chain(cfg(transforms=[{"type": "mask", "fields": ["n"]}]
+                                         ).transforms), None, 1234)
+    assert not masked.passes_json
+    hidden = rows(read_work(work, FakeGrid(changes()), masked, tmp_path))
+    assert orjson.loads(hidden[0]["value"])["n"] != 1
+
+
+def test_a_change_of_json_is_a_change_like_any_other() -> None:
+    lazy = Change.of_json("c", "k", '{"a":1}', 3, "log", 3)
+    plain = Change("c", "k", {"a": 1}, 3, "log", 3)
+    assert lazy == plain and repr(lazy) == repr(plain) and not lazy.removed
+    assert Change("c", "k", None, 4, "log", 4).removed
+    with pytest.raises(GridError, match="not a JSON object"):
+        _ = Change.of_json("c", "k", "[1]", 5, "log", 5).value
