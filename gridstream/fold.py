@@ -141,13 +141,20 @@ def _apply_partial(data: dict[str, Any], row: OpRow, fixed_names: frozenset[str]
 
 
 def data_text(data: Mapping[str, Any], where: str) -> str:
-    """An operation's ``data`` in its wire JSON form (the text the fold keeps);
-    ``CodecError`` naming ``where`` for a value with no wire form."""
+    """An operation's ``data`` in its wire JSON form (the text the fold keeps): orjson's
+    compact JSON of an object whose keys are unique, so that decoding and encoding it
+    again gives it back (a source passes it to Kafka as it is); ``CodecError`` naming
+    ``where`` for a value with no wire form."""
+    value = data if type(data) is dict else dict(data)
     try:
-        return orjson.dumps(data if type(data) is dict else dict(data), default=wire_default,
-                            option=orjson.OPT_NON_STR_KEYS).decode()
+        return orjson.dumps(value, default=wire_default).decode()
+    except TypeError:
+        pass  # an integer key of a nested map, most likely: written as text below
+    try:
+        text = orjson.dumps(value, default=wire_default, option=orjson.OPT_NON_STR_KEYS)
     except TypeError as exc:
         raise CodecError(f"{where}: data has no wire form: {exc}") from exc
+    return orjson.dumps(orjson.loads(text)).decode()  # keys 1 and "1": one, as JSON has
 
 
 def op_row(envelope: Envelope) -> OpRow:

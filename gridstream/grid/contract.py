@@ -55,9 +55,6 @@ class Entry:
     version: int | None = None
 
 
-_UNDECODED: Any = object()
-
-
 class Change:
     """One change of a cache, read from its change stream.
 
@@ -74,37 +71,39 @@ class Change:
     writes it as it is, and ``value`` is decoded from it only when something asks.
     """
 
-    __slots__ = ("_value", "cache", "key", "seq", "stream", "text", "version")
+    __slots__ = ("_decoded", "_value", "cache", "key", "seq", "stream", "text", "version")
 
     def __init__(self, cache: str, key: Key, value: Value | None, version: int | None,
                  stream: str, seq: int) -> None:
         self.cache, self.key, self._value = cache, key, value
         self.version, self.stream, self.seq = version, stream, seq
         self.text: str | None = None
+        self._decoded = True
 
     @classmethod
     def of_json(cls, cache: str, key: Key, text: str, version: int | None, stream: str,
                 seq: int) -> Change:
-        """A change to a value given as the JSON text of an object (orjson's compact
-        form: what ``orjson.dumps`` of its decoding gives again)."""
+        """A change to a value given as the JSON text of an object, which the adapter
+        guarantees: orjson's compact form with unique keys, what ``orjson.dumps`` of its
+        decoding gives again (the Space's ``fold.data_text``)."""
         change = cls(cache, key, None, version, stream, seq)
-        change._value, change.text = _UNDECODED, text
+        change.text, change._decoded = text, False
         return change
 
     @property
     def value(self) -> Value | None:
-        if self._value is _UNDECODED:
+        if not self._decoded:
             value = orjson.loads(self.text or "{}")
             if not isinstance(value, dict):
                 raise GridError(f"cache {self.cache!r} key {self.key!r}: the change's "
                                 "value is not a JSON object")
-            self._value = value
+            self._value, self._decoded = value, True
         result: Value | None = self._value
         return result
 
     @property
     def removed(self) -> bool:
-        return self._value is None
+        return self._decoded and self._value is None
 
     def _fields(self) -> tuple[Any, ...]:
         return (self.cache, self.key, self.value, self.version, self.stream, self.seq)

@@ -106,3 +106,18 @@ def test_any_order_and_any_replay_give_the_in_order_state(
     assert carried == expected
     replay = fold(carried, history)
     assert replay.state is None and replay.stale == len(history)
+
+
+def test_the_folds_text_is_what_decoding_and_encoding_give_again() -> None:
+    """A source passes the fold's text to Kafka as it is (the JSON converter would write
+    ``orjson.dumps(orjson.loads(text))``): keys 1 and "1" of a nested map are one key
+    in JSON, not two (they were written twice)."""
+    import orjson
+
+    from gridstream.fold import data_text
+
+    for data in ({"id": "a", "m": {1: "int", "1": "str"}}, {"id": "b", "m": {2: "x"}},
+                 {"id": "c", "f": 0.1, "g": -0.0, "n": 2**63, "s": "é", "l": [1, None]}):
+        text = data_text(data, "t")
+        assert orjson.dumps(orjson.loads(text)).decode() == text, text
+    assert data_text({"m": {1: "a", "1": "b"}}, "t") == '{"m":{"1":"b"}}'

@@ -122,11 +122,15 @@ class RecordMaker:
     def add_change(self, rows: Rows, cache: str, change: Change) -> None:
         """One change of a stream (``add``, without decoding a value given as JSON text
         when nothing but the JSON converter would read it)."""
-        text = change.text
-        if text is None or not self.passes_json:
-            self.add(rows, cache, change.key, change.value, change.version)
+        text, key, version = change.text, change.key, change.version
+        if text is None or key is None or not self.passes_json:
+            try:
+                value = change.value
+            except GridError as exc:  # a value an adapter handed as text, not an object
+                self._bad(rows, cache, key, None, "read", exc)
+                return
+            self.add(rows, cache, key, value, version)
             return
-        key, version = change.key, change.version
         try:
             key_bytes = self.converter.encode_key(key)
         except CodecError as exc:

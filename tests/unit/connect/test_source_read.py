@@ -253,7 +253,6 @@ def test_a_value_given_as_json_text_goes_to_kafka_as_it_is_never_decoded(
     transform the JSON converter's bytes are that text, so it is not decoded and
     encoded again; the bytes are those the decoding path writes."""
     from gridstream.connect.transforms import IDENTITY, build_chain
-    from gridstream.grid.contract import _UNDECODED
 
     texts = ['{"n":1,"x":[1,2.5,null],"s":"é"}', '{"n":2,"d":{"k":true}}']
 
@@ -268,7 +267,7 @@ def test_a_value_given_as_json_text_goes_to_kafka_as_it_is_never_decoded(
     assert fast.passes_json
     out = rows(read_work(work, FakeGrid(given), fast, tmp_path))
     assert [r["value"] for r in out] == [t.encode() for t in texts] + [None]
-    assert all(c._value is _UNDECODED for c in given[:2])  # never decoded
+    assert not any(c._decoded for c in given[:2])  # never decoded
     slow = rows(read_work(work, FakeGrid(changes()), maker(config), tmp_path))
     assert out == slow  # every column: topic, key, value, headers, status, where
     masked = RecordMaker(config, JsonConverter(config.converter),
@@ -280,8 +279,13 @@ def test_a_value_given_as_json_text_goes_to_kafka_as_it_is_never_decoded(
 
 
 def test_a_change_of_json_is_a_change_like_any_other() -> None:
+    import copy
+    import pickle
+
     lazy = Change.of_json("c", "k", '{"a":1}', 3, "log", 3)
     plain = Change("c", "k", {"a": 1}, 3, "log", 3)
+    for twin in (pickle.loads(pickle.dumps(lazy)), copy.deepcopy(lazy)):
+        assert twin == plain and not twin.removed  # no sentinel lost on the way
     assert lazy == plain and repr(lazy) == repr(plain) and not lazy.removed
     assert Change("c", "k", None, 4, "log", 4).removed
     with pytest.raises(GridError, match="not a JSON object"):
