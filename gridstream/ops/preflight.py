@@ -96,11 +96,12 @@ class Preflight:
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        from gridstream.kafka.config import scrub, shared_config
+        from gridstream.kafka.config import scrub
+        from gridstream.spark.kafka_source import c_client_config
 
-        config = {**shared_config({str(k).removeprefix("kafka."): _plain(v)
-                                   for k, v in properties.items()}),
-                  "bootstrap.servers": servers, "log_level": 0}  # its own lines: none
+        config: dict[str, str | int | float | bool] = {
+            **c_client_config(servers, properties),
+            "log_level": 0}  # no lines of its own
         try:
             admin = AdminClient(config)
         except (KafkaException, ValueError, TypeError):
@@ -146,7 +147,3 @@ class Preflight:
                               "grid.data_dir, or create it (the examples' Space: python "
                               "examples/seed_space.py)")
 
-
-def _plain(value: Any) -> Any:
-    reveal = getattr(value, "get_secret_value", None)
-    return reveal() if callable(reveal) else value

@@ -137,10 +137,12 @@ class Monitor:
             flow.last_batch_at, flow.last_batch_seconds = now, counts.seconds
             self.metrics.batch(name, counts, now)
 
-    def progress(self, name: str, progress: Mapping[str, Any] | None) -> None:
-        """A report of the flow's query progress (every runner poll): lag, snapshots,
-        the history point."""
-        lags = lag_by_source(progress)
+    def progress(self, name: str, progress: Mapping[str, Any] | None,
+                 lags: dict[str, int] | None = None) -> None:
+        """A report of the flow's query progress (every runner poll): lag (``lags``, when
+        the caller has read them from ``progress`` already), snapshots, the history
+        point."""
+        lags = lag_by_source(progress) if lags is None else lags
         rows = snapshot_rows(progress)
         with self._lock:
             self._lagged(name, lags)

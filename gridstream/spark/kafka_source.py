@@ -11,9 +11,11 @@ from typing import Any
 from pydantic import SecretStr
 
 from gridstream.errors import ConfigError
+from gridstream.kafka.config import shared_config
 
 __all__ = ["FETCH_MAX_WAIT_MS", "MAX_OFFSETS_PER_TRIGGER", "SPARK_MANAGED",
-           "check_consumer_properties", "client_options", "kafka_lag", "kafka_lags",
+           "c_client_config", "check_consumer_properties", "client_options", "kafka_lag",
+           "kafka_lags",
            "kafka_offsets", "source_options"]
 
 MAX_OFFSETS_PER_TRIGGER = 100_000
@@ -50,6 +52,13 @@ def client_options(bootstrap_servers: str, properties: Mapping[str, Any]) -> dic
     options = {"kafka.bootstrap.servers": bootstrap_servers}
     options.update({f"kafka.{k}": _text(v) for k, v in properties.items()})
     return options
+
+
+def c_client_config(bootstrap_servers: str, properties: Mapping[str, Any]) -> dict[str, str]:
+    """The same client options for a confluent-kafka (librdkafka) client of any kind:
+    what every kind takes (``shared_config``), secrets revealed (never print it)."""
+    return shared_config({key.removeprefix("kafka."): value for key, value in
+                          client_options(bootstrap_servers, properties).items()})
 
 
 def source_options(bootstrap_servers: str, properties: Mapping[str, Any], *,

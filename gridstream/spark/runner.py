@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 from gridstream._stopping import StopFlag, stop_on_signals
 from gridstream.ops.counts import BatchCounts
 from gridstream.ops.failures import Failure, LogFile, describe
-from gridstream.ops.status import Monitor
-from gridstream.spark.kafka_source import kafka_lag
+from gridstream.ops.status import Monitor, lag_by_source
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,7 +73,8 @@ class Runnable(Protocol):
 class RestartPolicy:
     """How often a flow whose failure is transient is started again: after ``delay_s``,
     doubling at each attempt up to ``max_delay_s``, at most ``max_restarts`` times in a
-    row (a completed batch starts the count again)."""
+    row (a completed batch, or a trigger of the restarted query, starts the count
+    again)."""
 
     def __init__(self, max_restarts: int = 0, delay_s: float = 10.0,
                  max_delay_s: float = 60.0, wait_s: float = 300.0) -> None:
@@ -277,7 +277,8 @@ class PipelineRunner:
         for name, flow in self._flows.items():
             pipeline, query = flow.pipeline, flow.query
             progress = query.lastProgress if query is not None else None
-            lag = kafka_lag(progress)
+            lags = lag_by_source(progress)
+            lag = sum(lags.values()) if lags else None
             progressed: Any = getattr(pipeline, "progressed", None)  # connectors have it
             if progressed is not None and query is not None:
                 progressed(progress)
@@ -288,7 +289,7 @@ class PipelineRunner:
                 self.monitor.batch(name, report.counts())
                 batches += 1
             if query is not None:
-                self.monitor.progress(name, progress)
+                self.monitor.progress(name, progress, lags)
             if batches or (flow.attempts and progress is not None):
                 flow.attempts = 0  # it got through a trigger: the next failure counts from 1
             if batches:

@@ -23,8 +23,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from gridstream.kafka.config import scrub, shared_config
-from gridstream.spark.kafka_source import client_options, kafka_offsets
+from gridstream.kafka.config import scrub
+from gridstream.spark.kafka_source import c_client_config, kafka_offsets
 
 __all__ = ["GroupPositions", "group_id"]
 
@@ -44,9 +44,7 @@ class GroupPositions:
     def __init__(self, connector: str, bootstrap_servers: str,
                  properties: Mapping[str, Any]) -> None:
         self.group = group_id(connector)
-        options = client_options(bootstrap_servers, properties)
-        self._config = {**shared_config({k.removeprefix("kafka."): v
-                                         for k, v in options.items()}),
+        self._config = {**c_client_config(bootstrap_servers, properties),
                         "group.id": self.group, "enable.auto.commit": False,
                         "on_commit": self._on_commit}
         self._consumer: Consumer | None = None

@@ -136,9 +136,8 @@ class RecordMaker:
         except CodecError as exc:
             self._bad(rows, cache, key, change.value, "convert", exc)
             return
-        headers = ((H_VERSION, b"%d" % version),) if version is not None else ()
-        rows.add(self.config.topic_prefix + cache, key_bytes, text.encode(), headers, "ok",
-                 cache, f"{cache}/{key}")
+        rows.add(self.config.topic_prefix + cache, key_bytes, text.encode(),
+                 _version_header(version), "ok", cache, f"{cache}/{key}")
 
     def add(self, rows: Rows, cache: str, key: Key, value: Value | None,
             version: int | None) -> None:
@@ -154,9 +153,8 @@ class RecordMaker:
                 rows.add(None, None, None, None, "filtered", cache, where)
                 return
             stage = "transform"
-            headers = ((H_VERSION, b"%d" % version),) if version is not None else ()
-            record = self.chain(Record(c.topic_prefix + cache, cache, key, value, headers,
-                                       self.time_ms, where))
+            record = self.chain(Record(c.topic_prefix + cache, cache, key, value,
+                                       _version_header(version), self.time_ms, where))
             stage = "convert"
             key_bytes = (self.converter.encode_key(record.key)
                          if record.key is not None else None)
@@ -188,6 +186,11 @@ class RecordMaker:
                        (H_CONNECTOR, c.name.encode())]
             rows.add(c.dead_letter_topic, key_text, _raw_value(value), headers, "dead",
                      cache, where, f"{stage}: {reason}")
+
+
+def _version_header(version: int | None) -> tuple[tuple[str, bytes], ...]:
+    """The ``gs.version`` header of a source record (none without a version)."""
+    return ((H_VERSION, b"%d" % version),) if version is not None else ()
 
 
 def _raw_value(value: Value | None) -> bytes | None:
