@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import difflib
 import posixpath
+import threading
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -380,27 +381,67 @@ def build_connectors(config: PipelineFile, *, space: Any = None) -> list[Any]:
 def run_config(path: str | Path) -> int:
     """Run every pipeline and connector of the file until stopped; the process exit
     code."""
-    from gridstream.spark.runner import PipelineRunner, RestartPolicy
+    from gridstream.ops.run import Operated
 
     config = load_config(path)
-    pipelines = [*build_pipelines(config), *build_api_jobs(config, str(path)),
+    with Operated(config.run, Path(path).stem) as ops:
+        ops.announce()
+        return run_flows(config, ops, where=str(path))
+
+
+def run_flows(config: PipelineFile, ops: Any, *, where: str = "pipeline config",
+              until: Callable[[Any], bool] | None = None) -> int:
+    """Run the file's flows under ``ops`` (``gridstream.ops.run.Operated``: its log file,
+    monitor and status endpoint) until stopped, every flow has finished or failed, or
+    ``until(monitor)`` (asked every second on a thread of its own) says so; the exit
+    code. ``where`` names the file in configuration errors. What ``until`` raises stops
+    the run and is raised here."""
+    from gridstream.ops.preflight import Preflight
+    from gridstream.spark.runner import PipelineRunner, RestartPolicy
+
+    pipelines = [*build_pipelines(config), *build_api_jobs(config, where),
                  *build_connectors(config)]
     run = config.run
     restarts = {p.name: RestartPolicy(run.max_restarts, run.restart_delay_s,
                                       run.restart_max_delay_s, run.wait_for_inputs_s)
                 for p in pipelines}
-    from gridstream.ops.preflight import Preflight
-    from gridstream.ops.run import Operated
-
-    with Operated(run, Path(path).stem) as ops:
-        print(f"log file: {ops.log.path}", flush=True)
-        if ops.server is not None:
-            print(f"status: {ops.server.url}/ (metrics: {ops.server.url}/metrics)", flush=True)
-        runner = PipelineRunner(pipelines, lambda: _spark(config, pipelines, ops.log.path),
-                                poll_s=run.progress_interval_s, restarts=restarts,
-                                monitor=ops.monitor, log=ops.log, heartbeat_s=run.heartbeat_s,
-                                preflight=Preflight(pipelines).check)
+    runner = PipelineRunner(pipelines, lambda: _spark(config, pipelines, ops.log.path),
+                            poll_s=run.progress_interval_s, restarts=restarts,
+                            monitor=ops.monitor, log=ops.log, heartbeat_s=run.heartbeat_s,
+                            preflight=Preflight(pipelines).check)
+    if until is None:
         return runner.run()
+    watcher = _Watcher(runner, until, ops.monitor)
+    watcher.start()
+    try:
+        code = runner.run()
+    finally:
+        watcher.done.set()
+        watcher.join()
+    if watcher.error is not None:
+        raise watcher.error
+    return code
+
+
+class _Watcher(threading.Thread):
+    """Asks ``until(monitor)`` every second; stops the runner when it says so or raises."""
+
+    def __init__(self, runner: Any, until: Callable[[Any], bool], monitor: Any) -> None:
+        super().__init__(name="gridstream-run-until", daemon=True)
+        self.runner, self.until, self.monitor = runner, until, monitor
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        while not self.done.wait(1.0):
+            try:
+                if self.until(self.monitor):
+                    self.runner.stop("done")
+                    return
+            except BaseException as exc:  # noqa: BLE001 - raised again by run_flows
+                self.error = exc
+                self.runner.stop("an error of the run's own check")
+                return
 
 
 def _spark(config: PipelineFile, pipelines: list[Any], log_file: Path) -> Any:

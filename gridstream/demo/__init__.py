@@ -1,9 +1,13 @@
-"""``gridstream demo``: the quickstart, end to end, on embedded defaults.
+"""``gridstream demo``: the whole product, end to end, on embedded defaults.
 
 grid (embedded space + operation log) -> mirror (one Kafka transaction per batch) ->
-Kafka topics -> a SQL consumer (SQLite) and Spark store pipelines (Cassandra, lake) ->
-a reconciliation table: every place must hold the same live entities, at the same
-versions, with the same value in every property (``gridstream.reconcile``).
+Kafka topics -> a SQL consumer (SQLite) and Spark store pipelines (Cassandra, lake);
+and a Hazelcast map -> source connector -> Kafka -> API pipelines (a map/filter, a
+windowed aggregation) -> sink connector -> Hazelcast maps (``gridstream.demo.hazelcast``),
+the Spark flows in one run with its status page. Then two reconciliation tables: every
+place must hold the same live entities, at the same versions, with the same value in
+every property (``gridstream.reconcile``), and every Hazelcast map what its flows must
+make of the orders.
 """
 
 from __future__ import annotations
@@ -20,8 +24,22 @@ from rich.console import Console
 from rich.table import Table
 
 from gridstream import stack
+from gridstream.demo.hazelcast import (
+    HzNames,
+    Orders,
+    TopicReader,
+    Watch,
+    expected_windows,
+    flows_config,
+    holding,
+    hz_config,
+    paid,
+    read_map,
+)
 from gridstream.demo.workload import DemoTypes, make_types, run_workload
+from gridstream.grid.hazelcast import HazelcastAdapter
 from gridstream.mirror.endpoint import SyncEndpoint
+from gridstream.ops.run import Operated
 from gridstream.reconcile import Comparison, Holding, compare
 from gridstream.reconcile.readers import (
     from_cassandra,
@@ -75,28 +93,43 @@ def _sql(
         store.close()
 
 
-def _spark_pipelines(bootstrap: str, topics: list[str], space_types: dict[str, Any],
-                     keyspace: str, lake: Path, checkpoints: Path) -> None:
-    """Kafka -> Cassandra and Kafka -> Delta current state, on Spark, caught up once."""
-    from gridstream.pipeline_config import build_pipelines, load_config
-    from gridstream.spark import get_spark
-    from gridstream.spark.runner import PipelineRunner
-    from gridstream.spark.types import descriptor_to_table
-
+def _store_pipelines(topics: list[str], space_types: dict[str, Any], keyspace: str,
+                     lake: Path, checkpoints: Path) -> list[dict[str, Any]]:
+    """Kafka -> Cassandra and Kafka -> Delta current state, caught up once."""
     def pipeline(name: str, sink: dict[str, str]) -> dict[str, Any]:
         return {"name": name, "topics": topics, "checkpoint": str(checkpoints / name),
                 "trigger": "available_now", "sink": sink}
 
+    return [pipeline("to-cassandra", {"kind": "cassandra", "keyspace": keyspace}),
+            pipeline("to-lake", {"kind": "delta", "path": str(lake)})]
+
+
+def _run_flows(bootstrap: str, space_types: dict[str, Any], store: list[dict[str, Any]],
+               hz: HzPart) -> dict[str, Any]:
+    """The store pipelines and the Hazelcast flows in one run, status page served, until
+    ``hz.watch`` says they are done; the run's status (every flow's counts)."""
+    from gridstream.pipeline_config import load_config, run_flows
+    from gridstream.spark import get_spark
+    from gridstream.spark.types import descriptor_to_table
+
+    flows = flows_config(hz.names, hz.adapter.config, hz.checkpoints)
     config = load_config({
         "kafka": {"bootstrap_servers": bootstrap},
+        "spark": {"app_name": "gridstream-demo"},
+        "run": {"allowed_modules": ["gridstream.demo.flows"], "progress_interval_s": 1},
         "types": {name: descriptor_to_table(d) for name, d in space_types.items()},
-        "pipeline": [pipeline("to-cassandra", {"kind": "cassandra", "keyspace": keyspace}),
-                     pipeline("to-lake", {"kind": "delta", "path": str(lake)})],
+        "pipeline": [*store, *flows["pipeline"]],
+        "connector": flows["connector"],
     })
-    runner = PipelineRunner(build_pipelines(config),
-                            lambda: get_spark(app_name="gridstream-demo"), poll_s=2.0)
-    if runner.run() != 0:
-        raise SystemExit("a Spark pipeline failed (see above)")
+    with Operated(config.run, "demo") as ops:
+        ops.announce()
+        # started here, with the run's log file, so that it outlives the run (read-back)
+        get_spark(config.spark.master, config.spark.app_name, log_file=ops.log.path)
+        code = run_flows(config, ops, where="the demo's flows", until=hz.watch)
+        if code != 0:
+            raise SystemExit(f"a flow failed (see above; traces: {ops.log.path})")
+        console.print(f"  {hz.watch.outcome}")
+        return ops.monitor.status()
 
 
 def _cassandra_cluster(cleanup: ExitStack) -> Any:
@@ -106,6 +139,17 @@ def _cassandra_cluster(cleanup: ExitStack) -> Any:
     cluster = Cluster([host], port=int(port))
     cleanup.callback(cluster.shutdown)
     return cluster
+
+
+@dataclass
+class HzPart:
+    """The demo's Hazelcast half while it runs (``gridstream.demo.hazelcast``)."""
+
+    names: HzNames
+    adapter: HazelcastAdapter
+    checkpoints: Path
+    topic: TopicReader
+    watch: Watch
 
 
 @dataclass(frozen=True)
@@ -126,19 +170,30 @@ class DemoRun:
     db: Path
     cassandra: Any
     """A connected Cassandra session."""
+    hazelcast: HazelcastAdapter
+    hz_names: HzNames
 
 
 @dataclass(frozen=True)
 class DemoResult:
-    """The comparison of every place with the grid; ``exit_code`` 0 when all match."""
+    """The comparison of every place with what it must hold; ``exit_code`` 0 when all
+    match."""
 
     grid: Holding
     comparisons: list[Comparison]
+    hz_comparisons: list[tuple[str, Comparison]]
+    """(what the place is compared with, the comparison) of the Hazelcast half."""
     work: Path
 
     @property
     def exit_code(self) -> int:
-        return 0 if all(c.matches for c in self.comparisons) else 1
+        every = [*self.comparisons, *(c for _, c in self.hz_comparisons)]
+        return 0 if all(c.matches for c in every) else 1
+
+
+def _mark(c: Comparison) -> str:
+    mark = "[green]yes[/]" if c.matches else "[red]NO[/]"
+    return mark + (" (" + "; ".join(c.notes) + ")" if c.notes else "")
 
 
 def _table(result: DemoResult) -> Table:
@@ -149,17 +204,34 @@ def _table(result: DemoResult) -> Table:
     table.add_row(grid.place, str(grid.operations), str(len(grid.entities)),
                   compare(grid, grid).state_hash, "(reference)")
     for c in result.comparisons:
-        mark = "[green]yes[/]" if c.matches else "[red]NO[/]"
-        if c.notes:
-            mark += " (" + "; ".join(c.notes) + ")"
         table.add_row(c.place, "-" if c.operations is None else str(c.operations),
-                      str(c.live), c.state_hash, mark)
+                      str(c.live), c.state_hash, _mark(c))
+    return table
+
+
+def _hz_table(result: DemoResult) -> Table:
+    table = Table(title="Hazelcast -> connectors, pipelines -> Hazelcast (every property)")
+    for column in ("place", "compared with", "entries", "state hash", "matches"):
+        table.add_column(column, no_wrap=True)
+    for reference, c in result.hz_comparisons:
+        table.add_row(c.place, reference, str(c.live), c.state_hash, _mark(c))
+    return table
+
+
+def _rates(status: dict[str, Any]) -> Table:
+    table = Table(title="The run's flows (rec/s: records read over their batches' time)")
+    for column in ("flow", "kind", "batches", "read", "written", "busy", "rec/s"):
+        table.add_column(column, no_wrap=True)
+    for f in status["flows"]:
+        rate = f"{f['read'] / f['busy_s']:,.0f}" if f["busy_s"] > 0 else "-"
+        table.add_row(f["name"], f["kind"], str(f["batches"]), f"{f['read']:,}",
+                      f"{f['written']:,}", f"{f['busy_s']:.1f}s", rate)
     return table
 
 
 def _differences(result: DemoResult) -> list[str]:
     lines = []
-    for c in result.comparisons:
+    for c in [*result.comparisons, *(c for _, c in result.hz_comparisons)]:
         if c.matches:
             continue
         lines.append(f"[red]{c.place}[/]: {c.summary()}")
@@ -183,14 +255,52 @@ def _read_back(run: DemoRun) -> list[Holding]:
     ]
 
 
+def _hz_read_back(hz: HzPart) -> list[tuple[str, Comparison]]:
+    """The orders topic against the orders map; each result map against what the
+    pipelines must make of the map (paid orders) and of the topic (windows)."""
+    names, adapter = hz.names, hz.adapter
+    hz.topic.read_to_end()
+    orders = read_map(adapter, names.orders)
+    grid = holding("hazelcast: orders", names.orders, orders)
+    topic = holding("kafka: orders", names.orders, hz.topic.current())
+    paid_want = holding("expected", names.paid, paid(orders))
+    paid_got = holding("hazelcast: paid-orders", names.paid, read_map(adapter, names.paid))
+    windows_want = holding("expected", names.windows, expected_windows(hz.topic.records))
+    windows_got = holding("hazelcast: order-windows", names.windows,
+                          read_map(adapter, names.windows))
+    return [("the orders map", compare(grid, topic)),
+            ("its orders paid or shipped", compare(paid_want, paid_got)),
+            ("windows of the topic's orders", compare(windows_want, windows_got))]
+
+
 def run_demo(*, keep_stack: bool = False, operations: int = 2000) -> int:
     """Run the quickstart; 0 when every place reconciles with the grid, else 1."""
     return run_and_check(keep_stack=keep_stack, operations=operations).exit_code
 
 
+def _hazelcast(cleanup: ExitStack, run_id: str, work: Path, bootstrap: str,
+               operations: int) -> HzPart:
+    """The orders map with its first order, the topic's reader and the run's ``Watch``."""
+    names = HzNames.of(run_id)
+    adapter = HazelcastAdapter(hz_config())
+    adapter.open()
+    cleanup.callback(adapter.close)
+    orders = Orders(adapter, names.orders, operations)
+    orders.first()
+    topic = TopicReader(bootstrap, names.orders)
+    cleanup.callback(topic.close)
+    watch = Watch(orders, names, adapter, topic, ("to-cassandra", "to-lake"),
+                  timeout_s=WATCH_TIMEOUT_S)
+    return HzPart(names, adapter, work / "checkpoints", topic, watch)
+
+
+WATCH_TIMEOUT_S = 180.0
+"""How long the demo's flows may take to bring every place up to date."""
+
+
 def run_and_check(*, keep_stack: bool = False, operations: int = 2000,
                   tamper: Callable[[DemoRun], None] | None = None) -> DemoResult:
-    """The quickstart; ``tamper`` runs after the pipelines, before the read-back (tests
+    """The quickstart; ``tamper`` runs after the flows, before the read-back (tests
     use it to change a stored value behind the product's back)."""
     from gridstream.mirror import KafkaSyncEndpoint
     from gridstream.stores.cassandra import CassandraConfig, CassandraSyncEndpoint
@@ -199,8 +309,8 @@ def run_and_check(*, keep_stack: bool = False, operations: int = 2000,
     work = stack.gridstream_home() / "demo" / run_id
     work.mkdir(parents=True)
     with ExitStack() as cleanup:
-        with _step("starting the local stack (Kafka, Cassandra)"):
-            for service in stack.services(["kafka", "cassandra"]):
+        with _step("starting the local stack (Kafka, Cassandra, Hazelcast)"):
+            for service in stack.services(["kafka", "cassandra", "hazelcast"]):
                 if service.status().state != "up" and not keep_stack:
                     cleanup.callback(service.down)
                 service.up()
@@ -223,20 +333,37 @@ def run_and_check(*, keep_stack: bool = False, operations: int = 2000,
             console.print(f"  applied {applied} operations")
         topics = [types.customer_topic, types.order_topic]
         spark_keyspace, lake = f"gridstream_demo_{run_id}_spark", work / "lake"
-        with _step(f"Spark pipelines: Kafka -> Cassandra ({spark_keyspace}) and -> Delta lake"):
-            _spark_pipelines(bootstrap, topics, space_types, spark_keyspace, lake,
-                             work / "checkpoints")
+        hz = _hazelcast(cleanup, run_id, work, bootstrap, max(50, operations // 2))
+        cleanup.callback(_stop_spark)
+        with _step(f"Spark: store pipelines Kafka -> Cassandra ({spark_keyspace}) and -> "
+                   f"Delta lake; Hazelcast map {hz.names.orders} -> source connector -> "
+                   "Kafka -> pipelines paid-orders and order-windows -> sink connector -> "
+                   "Hazelcast (orders written while they run)"):
+            status = _run_flows(bootstrap, space_types, _store_pipelines(
+                topics, space_types, spark_keyspace, lake, work / "checkpoints"), hz)
         run = DemoRun(run_id, work, space, bootstrap, types, space_types,
                       ["demo.Customer", types.order_type], topics, keyspace, spark_keyspace,
-                      lake, work / "demo.db", _cassandra_cluster(cleanup).connect())
+                      lake, work / "demo.db", _cassandra_cluster(cleanup).connect(),
+                      hz.adapter, hz.names)
         if tamper is not None:
             tamper(run)
         grid = from_grid(space, run.type_names)
         with _step("reading everything back and comparing every property"):
             comparisons = [compare(grid, place) for place in _read_back(run)]
-        result = DemoResult(grid, comparisons, work)
+            hz_comparisons = _hz_read_back(hz)
+        result = DemoResult(grid, comparisons, hz_comparisons, work)
+        console.print(_rates(status))
         console.print(_table(result))
+        console.print(_hz_table(result))
         for line in _differences(result):
             console.print(line)
         console.print(f"work directory: {work}")
         return result
+
+
+def _stop_spark() -> None:
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        session.stop()

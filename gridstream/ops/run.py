@@ -65,6 +65,13 @@ class Operated:
                   f"{server.url} instead; set [run] status_port for a fixed one", flush=True)
             return server
 
+    def announce(self) -> None:
+        """Print where the log file is and where the status is served."""
+        print(f"log file: {self.log.path}", flush=True)
+        if self.server is not None:
+            print(f"status: {self.server.url}/ (metrics: {self.server.url}/metrics)",
+                  flush=True)
+
     def __enter__(self) -> Operated:
         # Python's own log records (py4j's, pyspark's) go to the file; with a handler on
         # the root logger, none reaches the terminal through logging's last resort

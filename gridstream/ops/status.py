@@ -40,6 +40,8 @@ class FlowStatus:
     filtered: int = 0
     skipped: int = 0
     dead_lettered: int = 0
+    busy_s: float = 0.0
+    """The seconds its batches took, summed (``read / busy_s``: its records/s)."""
     last_batch_at: float | None = None
     last_batch_seconds: float | None = None
     lag_records: int | None = None
@@ -134,6 +136,7 @@ class Monitor:
             flow.filtered += counts.filtered
             flow.skipped += counts.skipped
             flow.dead_lettered += counts.dead_lettered
+            flow.busy_s += counts.seconds
             flow.last_batch_at, flow.last_batch_seconds = now, counts.seconds
             self.metrics.batch(name, counts, now)
 

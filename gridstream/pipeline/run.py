@@ -90,6 +90,10 @@ class PipelineReport:
     errors_policy: str = "fail"
     extra: dict[str, Any] = field(default_factory=dict)
     """The sink's own counts (the exactly-once writer: ``written``, ``skipped``)."""
+    windowed: bool = False
+    """The chain aggregates in windows: what comes out are windows, emitted when the
+    watermark passes them, so the rows in and out are not compared (none counts as
+    filtered)."""
 
     def line(self, lag: int | None = None) -> str:
         """``in``, ``out``, what the steps filtered and, under an error policy that goes
@@ -98,6 +102,8 @@ class PipelineReport:
         rate = self.rows_in / self.seconds if self.seconds > 0 else 0.0
         counts = self.counts()
         text = f"{self.pipeline}  batch {self.batch_id}: {self.rows_in} in, {self.rows_out} out"
+        if self.windowed:
+            text += " (windows)"
         if counts.filtered:
             text += f", {counts.filtered} filtered"
         if self.errors_policy == "dead_letter":
@@ -110,10 +116,11 @@ class PipelineReport:
         return text if lag is None else f"{text}, lag {lag}"
 
     def counts(self) -> BatchCounts:
-        """Rows neither out nor errors were dropped by the steps (a filter): filtered."""
+        """Rows neither out nor errors were dropped by the steps (a filter): filtered
+        (not counted in a windowed chain: rows in windows do not come out one for one)."""
         bad = self.errors
         return BatchCounts(self.rows_in, self.rows_out,
-                           max(0, self.rows_in - self.rows_out - bad),
+                           0 if self.windowed else max(0, self.rows_in - self.rows_out - bad),
                            0 if self.errors_policy == "dead_letter" else bad,
                            bad if self.errors_policy == "dead_letter" else 0, self.seconds)
 
@@ -308,7 +315,7 @@ class PipelineJob:
                 extra["late"] = late_rows(data)  # dropped by the watermark: never silent
             self.reports.append(PipelineReport(
                 self.name, batch, rows_in, rows - errors, errors, seconds,
-                self.options.errors, extra))
+                self.options.errors, extra, windowed=bool(self._windows)))
             self._commit_group(data)
 
     def _commit_group(self, progress: dict[str, Any]) -> None:

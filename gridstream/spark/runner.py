@@ -128,6 +128,7 @@ class PipelineRunner:
         """Checks before each start of a flow (``gridstream.ops.preflight``); what it
         raises fails the flow as its query's failure would."""
         self._stop = StopFlag()
+        self._stop_reason = "Ctrl-C"
         self._flows = {p.name: _Flow(p) for p in self.pipelines}
         for p in self.pipelines:
             endpoints = getattr(p, "endpoints", None)
@@ -137,9 +138,11 @@ class PipelineRunner:
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
-    def stop(self) -> None:
+    def stop(self, reason: str | None = None) -> None:
         """Ask ``run`` to stop (thread-safe, takes no lock: what the signal handlers
-        call)."""
+        call, without a ``reason``; the closing line says it, default "Ctrl-C")."""
+        if reason is not None:
+            self._stop_reason = reason
         self._stop.set()
 
     def run(self) -> int:
@@ -176,7 +179,8 @@ class PipelineRunner:
                 return 1 if failed else 0
             self._stop.wait(self.poll_s)
         _quietly("the last reports", self._report)  # the JVM may be stopping by the signal
-        self.say("stopping (Ctrl-C): in-flight batches are not committed and will re-run")
+        self.say(f"stopping ({self._stop_reason}): in-flight batches are not committed and "
+                 "will re-run")
         return 1 if any(f.state == "failed" for f in self._flows.values()) else 0
 
     def _pass(self, spark: SparkSession) -> None:

@@ -1,5 +1,6 @@
 """The demo's check looks at the data: one value changed behind the product's back in a
-store makes that place not match, names the entity and the property, and fails the run."""
+store, or in a Hazelcast map, makes that place not match, names the entity and the
+property, and fails the run."""
 
 from __future__ import annotations
 
@@ -7,14 +8,32 @@ import sqlite3
 from typing import Any
 
 from gridstream.demo import DemoRun, run_and_check
+from gridstream.demo.hazelcast import read_map
+from gridstream.grid.contract import Write
 from gridstream.model import SpaceDocument
 from gridstream.stores.cassandra import CassandraReader
 from gridstream.stores.cassandra.naming import qualified_table, quote_identifier
 from gridstream.stores.sql import SqlStore
 
 
-def test_one_changed_value_in_cassandra_and_in_sql_fails_the_demo(
-        kafka_service: Any, cassandra_service: Any) -> None:
+def _tamper_hazelcast(run: DemoRun, changed: dict[str, Any]) -> None:
+    """The orders map (the grid: its topic no longer matches), one paid order's amount,
+    one window removed."""
+    names, hz = run.hz_names, run.hazelcast
+    orders = read_map(hz, names.orders)
+    new = sorted(k for k, v in orders.items() if v["status"] == "NEW")[0]
+    hz.apply(names.orders, [Write(new, {**orders[new], "customer": "c-tampered"})])
+    paid = read_map(hz, names.paid)
+    victim = sorted(paid)[0]
+    hz.apply(names.paid, [Write(victim, {**paid[victim], "amount": -1})])
+    window = sorted(read_map(hz, names.windows))[0]
+    hz.apply(names.windows, [Write(window, None)])
+    changed.update(order=new, customer=orders[new]["customer"], paid=victim,
+                   amount=paid[victim]["amount"], window=window)
+
+
+def test_one_changed_value_in_cassandra_in_sql_and_in_hazelcast_fails_the_demo(
+        kafka_service: Any, cassandra_service: Any, hazelcast_service: Any) -> None:
     changed: dict[str, Any] = {}
 
     def tamper(run: DemoRun) -> None:
@@ -37,6 +56,7 @@ def test_one_changed_value_in_cassandra_and_in_sql_fails_the_demo(
                 "'Atlantis') WHERE id = ?", (other["id"],))
             assert done.rowcount == 1
         changed.update(sql_id=other["id"], city=other["address"]["city"])
+        _tamper_hazelcast(run, changed)
 
     result = run_and_check(keep_stack=True, operations=300, tamper=tamper)
 
@@ -59,3 +79,19 @@ def test_one_changed_value_in_cassandra_and_in_sql_fails_the_demo(
     for place in ("kafka", "cassandra (spark)", "lake (delta)"):
         assert places[place].matches, (place, places[place].summary(), places[place].first)
     assert places["kafka"].state_hash == places["lake (delta)"].state_hash
+    hz = {c.place: c for _, c in result.hz_comparisons}
+    assert set(hz) == {"kafka: orders", "hazelcast: paid-orders", "hazelcast: order-windows"}
+    topic = hz["kafka: orders"]  # the grid changed behind the connector's back
+    assert (topic.missing, topic.extra, topic.different) == (0, 0, 1)
+    assert topic.first is not None
+    assert (topic.first.id, topic.first.path) == (changed["order"], "customer")
+    assert (topic.first.grid, topic.first.place) == ('"c-tampered"', f'"{changed["customer"]}"')
+    paid = hz["hazelcast: paid-orders"]
+    assert (paid.missing, paid.extra, paid.different) == (0, 0, 1)
+    assert paid.first is not None
+    assert (paid.first.id, paid.first.path) == (changed["paid"], "amount")
+    assert (paid.first.grid, paid.first.place) == (str(changed["amount"]), "-1")
+    windows = hz["hazelcast: order-windows"]
+    assert (windows.missing, windows.extra, windows.different) == (1, 0, 0)
+    assert windows.first is not None and windows.first.id == changed["window"]
+    assert windows.live > 10  # windows were emitted, not an empty map matching nothing

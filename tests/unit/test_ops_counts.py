@@ -41,6 +41,14 @@ def test_a_pipeline_batch_counts_what_its_steps_filtered() -> None:
     assert "skipped" not in failing.line() and "errors" not in failing.line()
 
 
+def test_a_windowed_pipeline_batch_counts_no_row_as_filtered() -> None:
+    # rows go into windows; a window comes out once the watermark passes it
+    report = PipelineReport("win", 0, 1001, 0, 0, 2.0, "fail", {"late": 0}, windowed=True)
+    assert report.counts() == BatchCounts(1001, 0, 0, 0, 0, 2.0)
+    assert report.line() == ("win  batch 0: 1001 in, 0 out (windows) in 2.00s (500 rec/s); "
+                             "sink: late 0")
+
+
 def test_a_store_batch_counts_stale_operations_as_filtered() -> None:
     report = BatchReport("people", 1, 12, 2, 1, SinkResult(10, 7, 2, 1), 0.5)
     counts = report.counts()
