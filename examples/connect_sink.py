@@ -114,16 +114,21 @@ def main() -> None:
               f"{wall:.1f}s from start to caught up")
         connector.close()  # the Space is closed by its owner; read it back from its log
         spark.stop()
+        differ = []
         with grid_adapter(config.grid) as check:
             for topic in topics:
                 cache = config.cache_prefix + topic
                 held = {e.key: e.value for b in check.snapshot(cache, 10_000) for e in b}
                 print(f"{cache}: {len(held)} entries, equal to the last value sent per key: "
                       f"{held == expected[topic]}")
+                if held != expected[topic]:
+                    differ.append(cache)
                 if isinstance(check, HazelcastAdapter):
                     check.client.get_map(cache).blocking().destroy()
         for topic in topics:
             admin.delete_topics([topic])[topic].result(30)
+        if differ:
+            raise SystemExit(f"caches that differ from the last value sent: {differ}")
 
 
 if __name__ == "__main__":

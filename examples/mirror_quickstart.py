@@ -46,7 +46,10 @@ def main() -> None:
         # documents may name their topic in the "kafka.topic" property
         space.write(SpaceDocument("Note", {"id": "n-1", "text": "hi", "kafka.topic": TOPIC}))
 
-        mirror = Mirror(space, KafkaSyncEndpoint(args.bootstrap), name="quickstart")
+        # a mirror keeps its position under its name, for one log: this space is new on
+        # every run (a temporary directory), so is the mirror
+        name = f"quickstart-{space.log_reader().log_id()}"
+        mirror = Mirror(space, KafkaSyncEndpoint(args.bootstrap), name=name)
         mirror.start()
         if not mirror.wait_for(space.next_seq, timeout_s=60):
             raise SystemExit(f"mirror did not catch up: {mirror.metrics()}")

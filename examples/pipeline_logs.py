@@ -3,6 +3,7 @@ API's second example).
 
     gridstream stack up --services kafka
     python examples/pipeline_logs.py
+    python examples/pipeline_logs.py --seed logs    # only the lines, for pipeline_api.toml
 
 Log lines ``"<LEVEL> <service> <message>"`` are read from one topic, parsed, DEBUG lines
 dropped, and each written as the entry ``(service, message)`` to another topic in Kafka
@@ -13,6 +14,7 @@ across crashes and restarts from the checkpoint). The functions are also named b
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import uuid
 from typing import NamedTuple
@@ -43,14 +45,29 @@ def to_entry(log: Log) -> tuple[str, str]:
     return entry(log.service, f"{log.level}: {log.message}")
 
 
-def main() -> None:
-    logs, entries = (f"pipeline-{name}-{uuid.uuid4().hex[:8]}" for name in ("logs", "entries"))
+LINES = ["INFO api started", "DEBUG api cache warm", "WARN db slow query 1.2s",
+         "ERROR api upstream timeout", "DEBUG db vacuum"]
+
+
+def seed(topic: str) -> None:
     producer = Producer({"bootstrap.servers": BOOTSTRAP})
-    lines = ["INFO api started", "DEBUG api cache warm", "WARN db slow query 1.2s",
-             "ERROR api upstream timeout", "DEBUG db vacuum"]
-    for line in lines:
-        producer.produce(logs, value=line)
-    producer.flush(30)
+    for line in LINES:
+        producer.produce(topic, value=line)
+    if producer.flush(30):
+        raise SystemExit(f"the lines did not reach {topic} at {BOOTSTRAP}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", metavar="TOPIC",
+                        help="only write the sample lines to TOPIC (pipeline_api.toml's input)")
+    args = parser.parse_args()
+    if args.seed:
+        seed(args.seed)
+        print(f"wrote {len(LINES)} lines to {args.seed}")
+        return
+    logs, entries = (f"pipeline-{name}-{uuid.uuid4().hex[:8]}" for name in ("logs", "entries"))
+    seed(logs)
 
     source_props = {"bootstrap.servers": BOOTSTRAP, "key.deserializer": "StringDeserializer",
                     "value.deserializer": "StringDeserializer", "auto.offset.reset": "earliest"}

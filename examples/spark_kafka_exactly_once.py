@@ -67,6 +67,8 @@ def main() -> None:
         seen += sum(1 for m in messages if m.error() is None)
     consumer.close()
     print(f"{seen} of {args.records} records in {target} (read_committed)")
+    if seen != args.records:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,7 @@ the other flows of the file go on."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -21,10 +19,13 @@ import orjson
 from confluent_kafka import Consumer, Producer
 
 from tests.integration.child_output import await_line, start_piped
+from tests.integration.run_files import GRIDSTREAM, ROOT
+from tests.integration.run_files import await_flows as _await
+from tests.integration.run_files import get as _get
+from tests.integration.run_files import start_run as _start
+from tests.integration.run_files import stop_run as _stop
 from tests.integration.run_files import toml_value as _toml
 
-ROOT = Path(__file__).resolve().parents[2]
-GRIDSTREAM = [sys.executable, "-m", "gridstream.cli"]
 ENTRIES = 100
 
 
@@ -56,44 +57,6 @@ properties = {{ "key.serializer" = "StringSerializer", "value.serializer" = "Str
 """
 
 
-def _start(path: Path) -> tuple[subprocess.Popen[str], Any, list[str], str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the workers import the steps' module
-    process, lines = start_piped([*GRIDSTREAM, "run", str(path)], ROOT, env)
-    seen: list[str] = []
-    await_line(process, lines, seen, lambda line: line.startswith("status: http://"))
-    url = re.search(r"status: (http://[\d.:]+)/", seen[-1])
-    assert url is not None, seen
-    return process, lines, seen, url.group(1)
-
-
-def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback http
-        body: bytes = answer.read()
-        return body
-
-
-def _status(url: str) -> dict[str, dict[str, Any]]:
-    return {f["name"]: f for f in orjson.loads(_get(url + "/status"))["flows"]}
-
-
-def _await(url: str, done: Any, process: subprocess.Popen[str], seen: list[str],
-           lines: Any, timeout: float = 240, may_fail: tuple[str, ...] = ()
-           ) -> dict[str, dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        while not lines.empty():
-            seen.append(lines.get())
-        assert process.poll() is None, "".join(seen[-40:])
-        flows = _status(url)
-        if done(flows):
-            return flows
-        failed = {n: f["error"] for n, f in flows.items()
-                  if f["state"] == "failed" and n not in may_fail}
-        assert not failed, (failed, "".join(seen[-40:]))
-        time.sleep(0.5)
-    raise AssertionError(f"not reached in {timeout}s: {_status(url)}\n" + "".join(seen[-40:]))
-
-
 def _metric(text: str, name: str, flow: str) -> float:
     found = re.search(rf'^{name}{{flow="{re.escape(flow)}"}} (\S+)$', text, re.M)
     assert found is not None, (name, flow, text[:2000])
@@ -119,15 +82,6 @@ def _committed(bootstrap: str, topic: str, expected: int) -> list[bytes | None]:
     finally:
         consumer.close()
     return values
-
-
-def _stop(process: subprocess.Popen[str], lines: Any, seen: list[str]) -> int:
-    os.killpg(process.pid, signal.SIGTERM)
-    code = process.wait(timeout=120)
-    time.sleep(0.2)
-    while not lines.empty():
-        seen.append(lines.get())
-    return code
 
 
 def test_metrics_and_status_say_what_the_flows_wrote(
