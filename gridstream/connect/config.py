@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from gridstream.connect.record import KafkaPosition, kafka_where, parse_kafka_where
 from gridstream.kafka.config import is_secret, lossy_producer_setting
 from gridstream.spark.config import parse_trigger
 from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
@@ -501,8 +502,13 @@ class SinkConnectorConfig(_Common):
     max_offsets_per_trigger: Count | None = Field(
         default=MAX_OFFSETS_PER_TRIGGER, ge=1, validation_alias=_alias(
             "max_offsets_per_trigger", "maxOffsetsPerTrigger"))
+    skip_records: tuple[str, ...] = Field(default=(), validation_alias=_alias(
+        "skip_records", "skipRecords"))
+    """Records passed over on purpose, ``topic[partition]@offset`` each (a poisoned
+    record that stops the connector): counted as skipped, logged, and listed in the
+    checkpoint's ``skipped.jsonl``."""
 
-    @field_validator("topics", "key_fields", mode="before")
+    @field_validator("topics", "key_fields", "skip_records", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         return _names(value)
@@ -516,6 +522,15 @@ class SinkConnectorConfig(_Common):
     @classmethod
     def _ms(cls, value: Any) -> Any:
         return _interval_ms(value)
+
+    @field_validator("skip_records")
+    @classmethod
+    def _positions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(kafka_where(*parse_kafka_where(v)) for v in value)
+
+    @property
+    def skip_positions(self) -> frozenset[KafkaPosition]:
+        return frozenset(parse_kafka_where(v) for v in self.skip_records)
 
     @field_validator("topics_regex")
     @classmethod

@@ -136,6 +136,10 @@ MEANINGS: dict[str, str] = {
                         "`latest`.",
     "max_offsets_per_trigger": "The most records per micro-batch (Spark's "
                                "`maxOffsetsPerTrigger`).",
+    "skip_records": "Records to pass over on purpose, `topic[partition]@offset` each, as "
+                    "a failure names them (a poisoned record that stops the connector "
+                    "under `STOP_TASK`): counted as skipped, logged, and listed in the "
+                    "checkpoint's `skipped.jsonl`.",
     # grids
     "grid.kind": "`space` (gridstream's embedded Space) or `hazelcast`: which table this "
                  "is.",

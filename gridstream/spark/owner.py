@@ -1,22 +1,26 @@
-"""Which flow a checkpoint belongs to: a checkpoint of one kind of flow given to another
-fails before Spark reads it, naming its owner (instead of Spark's own error about an
-offset it cannot parse)."""
+"""What gridstream keeps in a checkpoint beside Spark's files: which flow it belongs to
+(a checkpoint of one kind of flow given to another fails before Spark reads it, naming
+its owner, instead of Spark's own error about an offset it cannot parse), and the
+records a flow passed over on purpose (``skipped.jsonl``)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
 
 from gridstream.errors import ConfigError
 
-__all__ = ["OWNER_FILE", "claim_checkpoint"]
+__all__ = ["OWNER_FILE", "SKIPS_FILE", "claim_checkpoint", "record_skips"]
 
 OWNER_FILE = "gridstream-owner.json"
+SKIPS_FILE = "skipped.jsonl"
 
 
 def _local(location: str) -> Path | None:
@@ -64,3 +68,19 @@ def claim_checkpoint(location: str, kind: str, name: str) -> None:
     tmp = path.with_name(f".{OWNER_FILE}.{uuid.uuid4().hex}")
     tmp.write_bytes(orjson.dumps({"kind": kind, "name": name}))
     os.replace(tmp, path)
+
+
+def record_skips(location: str, name: str, batch_id: int, positions: Sequence[str]) -> None:
+    """Append one line per record ``name`` skipped on purpose in batch ``batch_id`` to the
+    checkpoint's ``skipped.jsonl`` (``{"at", "flow", "batch", "record"}``): where it is
+    found later, with the checkpoint it concerns. A checkpoint on another file system
+    keeps none (the run's log has each skip)."""
+    directory = _local(location)
+    if directory is None or not positions:
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with open(directory / SKIPS_FILE, "ab") as out:
+        for position in positions:
+            out.write(orjson.dumps({"at": at, "flow": name, "batch": batch_id,
+                                    "record": position}) + b"\n")

@@ -270,6 +270,36 @@ def test_malformed_records_stop_or_are_skipped_or_dead_lettered(
     assert found == bad_at
 
 
+def test_a_poisoned_record_named_in_skip_records_is_passed_over_and_recorded(
+        grid: Grid, spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    topic = topic_factory(1)
+    records = workload(3, keys=50, count=300, tombstones=False)
+    poisoned = (key_bytes("k7"), b"not json {")
+    where = produce(kafka_bootstrap, topic, [*records[:100], poisoned, *records[100:]])
+    at = f"{topic}[{where[100][0]}]@{where[100][1]}"
+    prefix, ckpt = cache_prefix(grid), tmp_path / "ckpt-skip"
+
+    def connector(**more: Any) -> SinkConnector:
+        return sink(grid, kafka_bootstrap, tmp_path, topics=[topic], cachePrefix=prefix,
+                    checkpoint=str(ckpt), shallProcessUpdates=True, **more)
+
+    stopped = connector()  # STOP_TASK: the failure says how to pass over this one record
+    with pytest.raises(Exception):  # noqa: B017, PT011 - what matters is the failure kept
+        run_once(stopped, spark)
+    assert isinstance(stopped.failure, RecordError)
+    assert f'skipRecords = ["{at}"]' in str(stopped.failure), stopped.failure
+    passed = connector(skipRecords=[at])
+    run_once(passed, spark)
+    reports = list(passed.reports)
+    assert sum(r.skipped for r in reports) == 1
+    assert sum(r.written for r in reports) == 300
+    assert any(f"skipped by skipRecords: {at}" in r.line() for r in reports)
+    assert differences(grid.expected(latest_sent(records)), grid.read(prefix + topic)) == []
+    lines = [orjson.loads(line) for line in (ckpt / "skipped.jsonl").read_text().splitlines()]
+    assert [(line["flow"], line["record"]) for line in lines] == [(passed.name, at)]
+
+
 def _child(config: SinkConnectorConfig, bootstrap: str) -> tuple[Any, Any]:
     return start_piped([sys.executable, "-m", "tests.integration.sink_connector_child",
                         config.model_dump_json(), bootstrap], ROOT)

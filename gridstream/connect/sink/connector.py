@@ -42,12 +42,13 @@ from gridstream.connect.config import (
 from gridstream.connect.converters import build_converter
 from gridstream.connect.filters import allowed_modules, load_filter
 from gridstream.connect.grids import grid_adapter
-from gridstream.connect.record import H_CONNECTOR, H_STAGE
+from gridstream.connect.record import H_CONNECTOR, H_STAGE, kafka_where
 from gridstream.connect.sink.apply import apply_on_driver, apply_tasks
 from gridstream.connect.sink.decode import (
     BAD,
     FILTERED,
     OK,
+    SKIPPED,
     DecodeSpec,
     decode_batches,
     output_schema,
@@ -65,7 +66,7 @@ from gridstream.spark.kafka_source import (
     client_options,
     source_options,
 )
-from gridstream.spark.owner import claim_checkpoint
+from gridstream.spark.owner import claim_checkpoint, record_skips
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -111,7 +112,8 @@ class SinkConnector(Connector):
             allowed_modules=self.allowed,
             id_property=None if isinstance(config.grid, HazelcastGridSettings)
             else config.grid.id_property,
-            with_headers=config.error_handling_policy is ErrorHandling.DEAD_LETTER)
+            with_headers=config.error_handling_policy is ErrorHandling.DEAD_LETTER,
+            skip=config.skip_positions)
         self._check_parts()
 
     def _check_parts(self) -> None:
@@ -217,7 +219,8 @@ class SinkConnector(Connector):
             seen, F.count(F.lit(1)).alias("records"),
             F.count(F.when(status == OK, 1)).alias(OK),
             F.count(F.when(status == FILTERED, 1)).alias(FILTERED),
-            F.count(F.when(status == BAD, 1)).alias(BAD))
+            F.count(F.when(status == BAD, 1)).alias(BAD),
+            F.count(F.when(status == SKIPPED, 1)).alias(SKIPPED))
         try:
             keys = self._apply(decoded.where(status == OK))
         except Exception as exc:
@@ -257,28 +260,41 @@ class SinkConnector(Connector):
                                       "may be, and are again at the restart)")
             raise
         counts = {k: sum(int(r[k]) for r in rows)
-                  for k in ("records", OK, FILTERED, BAD, "writes")}
+                  for k in ("records", OK, FILTERED, BAD, SKIPPED, "writes")}
         return self._report(records, batch_id, counts, counts["writes"], started)
 
     def _report(self, records: DataFrame, batch_id: int, counts: dict[str, int], keys: int,
                 started: float) -> ConnectorReport:
-        bad = counts[BAD]
+        bad, passed = counts[BAD], counts[SKIPPED]
         note = self._bad(records, bad) if bad else ""
+        if passed:
+            note = _join(note, self._skipped(records, batch_id, passed))
         policy = self.config.error_handling_policy
         return ConnectorReport(
             self.name, batch_id, records=counts["records"], written=counts[OK],
             filtered=counts[FILTERED],
-            skipped=bad if policy is ErrorHandling.LOG_ONLY else 0,
+            skipped=(bad if policy is ErrorHandling.LOG_ONLY else 0) + passed,
             dead_lettered=bad if policy is ErrorHandling.DEAD_LETTER else 0,
             seconds=time.monotonic() - started,
             note=_join(note, f"{keys} key writes" if keys else ""))
 
-    def _bad_rows(self, records: DataFrame) -> DataFrame:
-        """The batch's bad records, decoded again (the decode is deterministic)."""
+    def _bad_rows(self, records: DataFrame, status: str = BAD) -> DataFrame:
+        """The batch's bad (or skipped) records, decoded again (the decode is
+        deterministic)."""
         import pyspark.sql.functions as F
 
         return records.mapInArrow(decode_batches(self.spec), output_schema(
-            self.spec.with_headers)).where(F.col("status") == BAD)
+            self.spec.with_headers)).where(F.col("status") == status)
+
+    def _skipped(self, records: DataFrame, batch_id: int, count: int) -> str:
+        """Log the batch's records ``skipRecords`` named and list them in the
+        checkpoint's ``skipped.jsonl`` (a batch run again lists them again); a note."""
+        rows = self._bad_rows(records, SKIPPED).select("topic", "partition", "offset").collect()
+        where = sorted(_where(r) for r in rows)
+        for position in where:
+            log.warning("%s: skipped %s: named by skipRecords", self.name, position)
+        record_skips(self.config.checkpoint, self.name, batch_id, where)
+        return f"{count} record(s) skipped by skipRecords: {', '.join(where)}"
 
     def _raise_first_bad(self, records: DataFrame, batch_id: int, failure: Exception,
                          applied: str = "nothing of the batch applied") -> None:
@@ -290,9 +306,11 @@ class SinkConnector(Connector):
         if first is None:
             return
         count = int(bad.count())
+        where = _where(first)
         raise RecordError(f"{first['reason']} ({count} bad record(s) in batch {batch_id}; "
                           f"errorHandlingPolicy STOP_TASK: {applied}, its "
-                          f"offsets not committed; {GET_PAST})", where=_where(first),
+                          f"offsets not committed; {GET_PAST}; or pass over this one "
+                          f"record: skipRecords = [\"{where}\"])", where=where,
                           stage=first["stage"]) from failure
 
     def _apply(self, ok: DataFrame) -> int:
@@ -339,7 +357,7 @@ class SinkConnector(Connector):
 
 
 def _where(row: Any) -> str:
-    return f"{row['topic']}[{row['partition']}]@{row['offset']}"
+    return kafka_where(row["topic"], row["partition"], row["offset"])
 
 
 def _allowed(configured: Sequence[str]) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ import orjson
 from gridstream.connect.config import ConverterConfig, KeyPolicy, TransformConfig
 from gridstream.connect.converters import Converter, build_converter
 from gridstream.connect.filters import EntryFilter, load_filter
-from gridstream.connect.record import Record
+from gridstream.connect.record import KafkaPosition, Record, kafka_where
 from gridstream.connect.transforms import Chain, build_chain, key_from_fields
 from gridstream.errors import CodecError, RecordError
 from gridstream.grid._space_writes import APPLIED_TYPE
@@ -38,12 +38,14 @@ from gridstream.spark import worker
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["BAD", "FILTERED", "OK", "DecodeSpec", "Decoded", "Decoder", "Entry",
+__all__ = ["BAD", "FILTERED", "OK", "SKIPPED", "DecodeSpec", "Decoded", "Decoder", "Entry",
            "decode_batches", "decode_entries", "output_schema"]
 
 OK: Final = "ok"
 FILTERED: Final = "filtered"
 BAD: Final = "bad"
+SKIPPED: Final = "skipped"
+"""A record ``skipRecords`` names: not decoded, not applied."""
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
@@ -65,6 +67,8 @@ class DecodeSpec:
     refuses another id; checked here so one record cannot fail a whole batch)."""
     with_headers: bool = False
     """The batch has a ``headers`` column (kept for dead letters)."""
+    skip: frozenset[KafkaPosition] = frozenset()
+    """The records ``skipRecords`` names."""
 
 
 def output_schema(with_headers: bool) -> str:
@@ -132,7 +136,9 @@ class Decoder:
                      value: bytes | None, timestamp_ms: int | None = None,
                      headers: Sequence[tuple[str, bytes]] = ()) -> Entry | Decoded:
         """One Kafka record's write (``Entry``), or its outcome when it is filtered or
-        bad (``Decoded``)."""
+        bad (``Decoded``), or skipped by ``skipRecords``."""
+        if self.spec.skip and (topic, partition, offset) in self.spec.skip:
+            return Decoded(SKIPPED, stage="skip", reason="named by skipRecords")
         try:
             return self._decode(topic, partition, offset, key, value, timestamp_ms, headers)
         except _Bad as bad:
@@ -149,7 +155,7 @@ class Decoder:
         cache = self.spec.cache_prefix + topic
         if self.spec.transforms:
             record = Record(topic, cache, key, value, tuple(headers), timestamp_ms,
-                            f"{topic}[{partition}]@{offset}")
+                            kafka_where(topic, partition, offset))
             try:
                 out = self.chain(record)
             except CodecError as exc:
@@ -299,7 +305,7 @@ def decode_entries(spec: DecodeSpec, batch: pa.RecordBatch, *, stop_on_bad: bool
             yield out
         elif out.status == BAD and stop_on_bad:
             raise RecordError(str(out.reason), stage=str(out.stage),
-                              where=f"{topic}[{partition}]@{offset}")
+                              where=kafka_where(topic, partition, offset))
         else:
             yield out.status
 
@@ -311,7 +317,7 @@ def _raise_bad(decoded: pa.RecordBatch) -> None:
         row = {name: decoded.column(name)[i].as_py()
                for name in ("topic", "partition", "offset", "stage", "reason")}
         raise RecordError(str(row["reason"]), stage=str(row["stage"]),
-                          where=f"{row['topic']}[{row['partition']}]@{row['offset']}")
+                          where=kafka_where(row["topic"], row["partition"], row["offset"]))
 
 
 def _decode_batch(decoder: Decoder, batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -21,7 +21,15 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from gridstream.connect.sink.apply import apply_in_task, fold_entries
-from gridstream.connect.sink.decode import BAD, FILTERED, OK, DecodeSpec, Entry, decode_entries
+from gridstream.connect.sink.decode import (
+    BAD,
+    FILTERED,
+    OK,
+    SKIPPED,
+    DecodeSpec,
+    Entry,
+    decode_entries,
+)
 from gridstream.spark import worker
 
 if TYPE_CHECKING:
@@ -31,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COUNTS_SCHEMA", "decode_and_apply"]
 
-COUNTS_SCHEMA = "records long, ok long, filtered long, bad long, writes long"
+COUNTS_SCHEMA = "records long, ok long, filtered long, bad long, skipped long, writes long"
 
 
 def decode_and_apply(spec: DecodeSpec, config: HazelcastGridConfig, *, updates: bool,
@@ -45,7 +53,7 @@ def decode_and_apply(spec: DecodeSpec, config: HazelcastGridConfig, *, updates: 
 
         worker.prepare()
         entries: list[Entry] = []
-        counts = {FILTERED: 0, BAD: 0}
+        counts = {FILTERED: 0, BAD: 0, SKIPPED: 0}
         records = 0
         for batch in batches:
             records += batch.num_rows
@@ -63,6 +71,7 @@ def decode_and_apply(spec: DecodeSpec, config: HazelcastGridConfig, *, updates: 
             "records": pa.array([records], pa.int64()), "ok": pa.array([counts[OK]], pa.int64()),
             "filtered": pa.array([counts[FILTERED]], pa.int64()),
             "bad": pa.array([counts[BAD]], pa.int64()),
+            "skipped": pa.array([counts[SKIPPED]], pa.int64()),
             "writes": pa.array([writes], pa.int64())})
 
     return run

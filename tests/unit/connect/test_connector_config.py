@@ -340,3 +340,20 @@ def test_a_misspelt_option_names_the_one_it_resembles(tmp_path: Any) -> None:
                      "shallLoadInitialDta=false\n")
     with pytest.raises(ConfigError, match="did you mean 'shallLoadInitialData'"):
         load_properties_file(props)
+
+
+def test_skip_records_name_kafka_records_as_failures_name_them() -> None:
+    from pydantic import ValidationError
+
+    from gridstream.connect.record import kafka_where, parse_kafka_where
+
+    raw = {"name": "s", "grid": {"kind": "hazelcast"}, "checkpoint": "/tmp/c", "topics": "t"}
+    config = SinkConnectorConfig.model_validate(
+        {**raw, "skipRecords": "nc.events[0]@250, t-1[12]@0"})  # a properties file's list
+    assert config.skip_records == ("nc.events[0]@250", "t-1[12]@0")
+    assert config.skip_positions == {("nc.events", 0, 250), ("t-1", 12, 0)}
+    assert parse_kafka_where(kafka_where("a.b", 3, 9)) == ("a.b", 3, 9)
+    for wrong in ("nc.events@250", "nc.events[0]", "nc.events[-1]@2", "[0]@1", "t[0]@x"):
+        with pytest.raises(ValidationError, match="topic\\[partition\\]@offset"):
+            SinkConnectorConfig.model_validate({**raw, "skipRecords": [wrong]})
+    assert SinkConnectorConfig.model_validate(raw).skip_positions == frozenset()
