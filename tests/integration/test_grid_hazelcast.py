@@ -109,11 +109,13 @@ def test_values_that_are_not_json_objects_are_errors(grid: HazelcastAdapter, cac
     raw.put("text", "plain string")
     with pytest.raises(GridError, match="not JSON"):
         grid.read_changes(cache, start, 10)
-    with pytest.raises(GridError, match="not JSON"):
-        list(grid.snapshot(cache, 10))
+    with pytest.raises(GridError, match="key 'text': a value of type str is not JSON"):
+        list(grid.snapshot(cache, 10))  # the entry named: its key says which one to fix
+    with pytest.raises(GridError, match="key 'text': a value of type str is not JSON"):
+        grid.get_all(cache, ["text"])
     raw.delete("text")
     raw.put("list", HazelcastJsonValue("[1, 2]"))
-    with pytest.raises(GridError, match="not an object"):
+    with pytest.raises(GridError, match="key 'list': a value is JSON list, not an object"):
         list(grid.snapshot(cache, 10))
 
 

@@ -197,7 +197,8 @@ class HazelcastAdapter(GridAdapter):
                     f"cache {cache!r}: cannot read entries: {_journal.brief(exc)}"
                 ) from exc
             batch = [
-                Entry(_key(cache, k), _value(cache, found[k])) for k in chunk if k in found
+                Entry(key, _value(cache, found[k], key))
+                for k in chunk if k in found for key in (_key(cache, k),)
             ]
             if batch:
                 yield batch
@@ -212,7 +213,8 @@ class HazelcastAdapter(GridAdapter):
         except HazelcastError as exc:
             raise GridError(f"cache {cache!r}: cannot read entries: {_journal.brief(exc)}") \
                 from exc
-        return {_key(cache, k): _value(cache, v) for k, v in found.items()}
+        return {key: _value(cache, v, key) for k, v in found.items()
+                for key in (_key(cache, k),)}
 
     # -- positions and changes ----------------------------------------------------------
 
@@ -464,22 +466,28 @@ def _key(cache: str, key: object) -> Key:
     raise GridError(f"cache {cache!r}: a key of type {type(key).__name__} is not a cache key")
 
 
-def _value(cache: str, value: object) -> Value:
+def _value(cache: str, value: object, key: Key | None = None) -> Value:
     if not isinstance(value, HazelcastJsonValue):
         raise GridError(
-            f"cache {cache!r}: a value of type {type(value).__name__} is not JSON "
+            f"{_entry(cache, key)}: a value of type {type(value).__name__} is not JSON "
             "(gridstream reads HazelcastJsonValue objects)"
         )
-    return _json_object(cache, value.to_string())
+    return _json_object(cache, value.to_string(), key)
 
 
-def _json_object(cache: str, text: str | bytes) -> Value:
+def _entry(cache: str, key: Key | None) -> str:
+    """``cache 'c'`` or, when the key is known, ``cache 'c', key 'k'``."""
+    return f"cache {cache!r}" if key is None else f"cache {cache!r}, key {key!r}"
+
+
+def _json_object(cache: str, text: str | bytes, key: Key | None = None) -> Value:
     try:
         decoded = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        raise GridError(f"cache {cache!r}: a value is not valid JSON: {exc}") from exc
+        raise GridError(f"{_entry(cache, key)}: a value is not valid JSON: {exc}") from exc
     if not isinstance(decoded, dict):
-        raise GridError(f"cache {cache!r}: a value is JSON {type(decoded).__name__}, not an object")
+        raise GridError(f"{_entry(cache, key)}: a value is JSON {type(decoded).__name__}, "
+                        "not an object")
     return decoded
 
 
