@@ -385,7 +385,6 @@ def run_config(path: str | Path) -> int:
 
     config = load_config(path)
     with Operated(config.run, Path(path).stem) as ops:
-        ops.announce()
         return run_flows(config, ops, where=str(path))
 
 
@@ -394,7 +393,8 @@ def run_flows(config: PipelineFile, ops: Any, *, where: str = "pipeline config",
     """Run the file's flows under ``ops`` (``gridstream.ops.run.Operated``: its log file,
     monitor and status endpoint) until stopped, every flow has finished or failed, or
     ``until(monitor)`` (asked every second on a thread of its own) says so; the exit
-    code. ``where`` names the file in configuration errors. What ``until`` raises stops
+    code; prints the log file and the status URL once the flows are known. ``where``
+    names the file in configuration errors. What ``until`` raises stops
     the run and is raised here."""
     from gridstream.ops.preflight import Preflight
     from gridstream.spark.runner import PipelineRunner, RestartPolicy
@@ -409,6 +409,7 @@ def run_flows(config: PipelineFile, ops: Any, *, where: str = "pipeline config",
                             poll_s=run.progress_interval_s, restarts=restarts,
                             monitor=ops.monitor, log=ops.log, heartbeat_s=run.heartbeat_s,
                             preflight=Preflight(pipelines).check)
+    ops.announce()  # once the status lists every flow
     if until is None:
         return runner.run()
     watcher = _Watcher(runner, until, ops.monitor)

@@ -92,6 +92,11 @@ class Connector(ABC):
         then (a sink commits its positions to its consumer group)."""
         return None
 
+    def lags(self, progress: Mapping[str, Any] | None) -> dict[str, int]:
+        """The records it is behind by, per what it reads, where the query's progress
+        does not say (a grid source); the runner asks after each look at its progress."""
+        return {}
+
     def close(self) -> None:
         """Release what ``start`` opened on the driver."""
         return None

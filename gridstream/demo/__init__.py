@@ -122,7 +122,6 @@ def _run_flows(bootstrap: str, space_types: dict[str, Any], store: list[dict[str
         "connector": flows["connector"],
     })
     with Operated(config.run, "demo") as ops:
-        ops.announce()
         # started here, with the run's log file, so that it outlives the run (read-back)
         get_spark(config.spark.master, config.spark.app_name, log_file=ops.log.path)
         code = run_flows(config, ops, where="the demo's flows", until=hz.watch)

@@ -270,6 +270,16 @@ class GridAdapter(ABC):
         snapshot, in order, last write wins per key: a change the snapshot already holds
         is applied again and leaves the same value."""
 
+    def behind(self, cache: str, position: Position) -> int | None:
+        """How many changes of ``cache``'s streams a reader at ``position`` has not read
+        yet, or None for a position of another lineage. (The Space has one stream, its
+        log: every operation after ``position``, of any cache.)"""
+        end = self.end_position(cache)
+        if end.lineage != position.lineage:
+            return None
+        return sum(max(0, seq - position.next_seqs.get(stream, seq))
+                   for stream, seq in end.next_seqs.items())
+
     @abstractmethod
     def start_position(self, cache: str) -> Position:
         """The oldest position still readable."""

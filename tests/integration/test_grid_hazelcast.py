@@ -224,3 +224,18 @@ def test_a_versioned_batch_larger_than_one_transaction(
     state = {e.key: e.value for b in grid.snapshot(cache, 100) for e in b}
     assert state == {"a": {"n": 1}, "b": {"n": 1}, "c": {"n": 1}, 1: {"n": 1}, 2: {"n": 1},
                      3: {"n": 0}}
+
+
+def test_behind_counts_the_journal_events_after_a_position(
+        grid: HazelcastAdapter, cache: str) -> None:
+    grid.apply(cache, [Write(i, {"n": i}) for i in range(5)])
+    start = grid.end_position(cache)
+    assert grid.behind(cache, start) == 0
+    grid.apply(cache, [Write(i, {"n": -i}) for i in range(30)])  # 30 puts, 271 partitions
+    grid.apply(cache, [Write(3, None)])
+    assert grid.behind(cache, start) == 31
+    read = grid.read_changes(cache, start, 10)
+    assert grid.behind(cache, read.position) == 31 - len(read.changes)
+    assert grid.behind(cache, grid.end_position(cache)) == 0
+    other = Position("another-cluster", dict(start.next_seqs))
+    assert grid.behind(cache, other) is None

@@ -116,7 +116,8 @@ shallLoadInitialData = true
     process, lines, seen, url = _start(path)
     try:
         flows = _await(url, lambda f: f["hz-source"]["written"] >= ENTRIES
-                       and f["evens"]["read"] >= ENTRIES and f["evens"]["lag_records"] == 0,
+                       and f["evens"]["read"] >= ENTRIES and f["evens"]["lag_records"] == 0
+                       and f["hz-source"]["lag_by_source"] == {cache: 0},
                        process, seen, lines)
         metrics = _get(url + "/metrics").decode()
         in_source = _committed(kafka_bootstrap, source_topic, ENTRIES)
@@ -136,6 +137,8 @@ shallLoadInitialData = true
             ENTRIES - len(in_evens))
         assert 'gridstream_flow_state{flow="evens",state="failed"} 0.0' in metrics
         assert flows["evens"]["lag_records"] == 0
+        # the grid source's lag: the map's journal events after its position
+        assert f'gridstream_flow_lag_records{{flow="hz-source",source="{cache}"}} 0.0' in metrics
         assert flows["hz-source"]["reads"] == [f"hazelcast:{cache}"]
         assert flows["evens"]["reads"] == [f"kafka:{source_topic}"]
         shown = subprocess.run([*GRIDSTREAM, "status", "--url", url], cwd=ROOT,

@@ -29,6 +29,7 @@ from gridstream.connect.config import GET_PAST, DeliveryGuarantee, SourceConnect
 from gridstream.connect.filters import allowed_modules, load_filter
 from gridstream.connect.source import produce
 from gridstream.connect.source.datasource import FORMAT, GridSourceDataSource, source_options
+from gridstream.connect.source.lag import GridLag
 from gridstream.connect.source.snapshots import local_dir
 from gridstream.connect.transforms import build_chain
 from gridstream.errors import ConfigError, RecordError
@@ -104,6 +105,7 @@ class SourceConnector(Connector):
         """Per cache: changes not emitted under ``NONE`` (made while stopped), summed."""
         self._writer: KafkaExactlyOnceWriter | None = None
         self._query: StreamingQuery | None = None
+        self._lag = GridLag(config.grid)
 
     # ------------------------------------------------------------------ the runner's API
 
@@ -174,7 +176,13 @@ class SourceConnector(Connector):
         self._query = writer.start()
         return self._query
 
+    def lags(self, progress: Mapping[str, Any] | None) -> dict[str, int]:
+        """Changes of the grid not read yet, per cache (the Space: ``log``), measured
+        every ``LAG_EVERY_S`` (``gridstream.connect.source.lag``)."""
+        return self._lag.measure(progress)
+
     def close(self) -> None:
+        self._lag.close()
         if self._writer is not None:
             self._writer.close()
             self._writer = None

@@ -230,6 +230,15 @@ class HazelcastAdapter(GridAdapter):
     def end_position(self, cache: str) -> Position:
         return self.span(cache)[1]
 
+    def behind(self, cache: str, position: Position) -> int | None:
+        """From one journal subscription (no event read: ``end_position`` reads each
+        moved partition's last event for its mark)."""
+        lineage, bounds = self._bounds(cache)
+        if lineage != position.lineage:
+            return None
+        return sum(max(0, b.end - position.next_seqs.get(str(p), b.end))
+                   for p, b in bounds.items())
+
     def span(self, cache: str, since: Position | None = None) -> tuple[Position, Position]:
         """The start and end positions from one journal subscription; the end's marks
         read only for partitions that moved since ``since`` (the others keep its)."""
