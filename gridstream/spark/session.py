@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,7 +74,8 @@ def get_spark(
 
     ``master`` defaults to ``$GRIDSTREAM_SPARK_MASTER`` or ``local[2]``; ``conf`` entries
     win over the defaults. With ``log_file``, the driver's log goes there instead of to
-    stderr (a JVM started before keeps its own).
+    stderr, and so does whatever the JVM and the Python workers it starts write to their
+    stderr (``_stderr_into``; a JVM started before keeps its own).
     """
     try:
         from pyspark.sql import SparkSession
@@ -97,8 +100,44 @@ def get_spark(
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
-        session = builder.getOrCreate()
+        with _stderr_into(log_file):
+            session = builder.getOrCreate()
     except Exception as exc:
         raise SparkError(f"could not start Spark: {exc}") from exc
     session.sparkContext.setLogLevel(os.environ.get("GRIDSTREAM_SPARK_LOG_LEVEL", "WARN"))
     return session
+
+
+@contextlib.contextmanager
+def _stderr_into(log_file: Path | None) -> Iterator[None]:
+    """While a new JVM starts, this process's stderr (fd 2) is a pipe that a thread copies
+    into ``log_file``: the JVM inherits it as its stderr for its lifetime, and so do the
+    Python workers it starts (the JVM's start-up notes, a worker's warnings and traces,
+    an uncaught exception of a JVM thread). This process's own stderr is back when the
+    JVM has started. Nothing changes without a log file, or with a JVM already running."""
+    from pyspark import SparkContext
+
+    if log_file is None or SparkContext._gateway is not None:
+        yield
+        return
+    read_end, write_end = os.pipe()
+    pump = threading.Thread(target=_copy, args=(read_end, log_file), daemon=True,
+                            name="gridstream-jvm-stderr")
+    pump.start()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _copy(read_end: int, log_file: Path) -> None:
+    """Until every process holding the pipe has ended (the JVM, its workers)."""
+    with os.fdopen(read_end, "rb", buffering=0) as source, open(log_file, "ab") as sink:
+        while chunk := source.read(65536):
+            sink.write(chunk)
+            sink.flush()

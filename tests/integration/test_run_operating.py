@@ -19,6 +19,7 @@ import orjson
 from confluent_kafka import Consumer, Producer
 
 from tests.integration.child_output import await_line, start_piped
+from tests.integration.ops_steps import WORKER_NOTE
 from tests.integration.run_files import GRIDSTREAM, ROOT
 from tests.integration.run_files import await_flows as _await
 from tests.integration.run_files import get as _get
@@ -201,6 +202,10 @@ def test_a_failed_flow_is_one_line_and_the_others_go_on(
     traces = Path(log.group(1)).read_text()
     assert "Traceback" in traces and "not json at all" not in failed[0], traces[-3000:]
     assert "RecordError" in traces
+    # what the JVM and its Python workers write to stderr is in the log file too
+    for jvm_stderr in ("Using incubator modules", WORKER_NOTE):
+        assert jvm_stderr not in terminal, terminal
+        assert jvm_stderr in traces, traces[-3000:]
 
 
 def test_the_mirror_serves_the_same_metrics(kafka_bootstrap: str, topic_factory: Any,
