@@ -47,6 +47,7 @@ def grid(monkeypatch: pytest.MonkeyPatch) -> Grid:
     made = Grid({"a": Position("c1", {"0": 10, "1": 7}), "b": Position("c1", {"0": 4}),
                  "gone": Position("c2", {"0": 9})})
     monkeypatch.setattr(lag_module, "grid_adapter", lambda settings: made)
+    monkeypatch.setattr(lag_module, "PER_CACHE_S", 0.0)
     return made
 
 
@@ -81,6 +82,15 @@ def test_measured_at_most_every_interval_and_an_unreachable_grid_is_no_error(
     assert lag.measure(_progress({"a": CacheState(Position("c1", {"0": 10, "1": 7}))})) == \
         {"a": 0}
     assert grid.opened == 2  # opened again after the failure
+
+
+def test_many_caches_are_measured_less_often(grid: Grid, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    monkeypatch.setattr(lag_module, "PER_CACHE_S", 3600.0)
+    lag = GridLag(HazelcastGridSettings(kind="hazelcast"), every_s=0)
+    progress = _progress({"a": CacheState(Position("c1", {"0": 0, "1": 0}))})
+    assert lag.measure(progress) == {"a": 17}
+    assert lag.measure(progress) == {"a": 17} and grid.calls == 1  # an hour per cache
 
 
 def test_end_offset_reads_only_a_source_connectors_offset() -> None:
