@@ -40,6 +40,7 @@ from gridstream.errors import (
 )
 from gridstream.kafka import KafkaProperties
 from gridstream.kafka.errors import error_of, kafka_error
+from gridstream.kafka.where import kafka_where
 from gridstream.operations import EntityId, OpType, TypeDescriptor
 from gridstream.protocol import Envelope, Headers, OperationDecoder
 from gridstream.protocol.values import wire_default
@@ -102,7 +103,7 @@ class UndecodableRecordError(CodecError):
     """A record is not a valid operation envelope; names its position."""
 
     def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
-        super().__init__(f"{topic}[{partition}]@{offset}: {message}")
+        super().__init__(f"{kafka_where(topic, partition, offset)}: {message}")
         self.topic = topic
         self.partition = partition
         self.offset = offset
@@ -115,7 +116,7 @@ class OffsetOutOfRangeError(KafkaClientError):
     position; ``on_offset_out_of_range="earliest"`` opts in to resetting."""
 
     def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
-        super().__init__(f"{topic}[{partition}]@{offset}: {message}",
+        super().__init__(f"{kafka_where(topic, partition, offset)}: {message}",
                          code="_AUTO_OFFSET_RESET", retriable=False)
         self.topic = topic
         self.partition = partition

@@ -418,10 +418,15 @@ def run_flows(config: PipelineFile, ops: Any, *, where: str = "pipeline config",
         code = runner.run()
     finally:
         watcher.done.set()
-        watcher.join()
+        watcher.join(timeout=WATCHER_JOIN_S)
     if watcher.error is not None:
         raise watcher.error
     return code
+
+
+WATCHER_JOIN_S = 10.0
+"""How long the end of a run waits for its ``until`` to return (a check still asking a
+service; the thread is a daemon)."""
 
 
 class _Watcher(threading.Thread):

@@ -25,8 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from gridstream.connect.record import KafkaPosition, kafka_where, parse_kafka_where
 from gridstream.kafka.config import is_secret, lossy_producer_setting
+from gridstream.kafka.where import KafkaPosition, kafka_where, parse_kafka_where
 from gridstream.spark.config import parse_trigger
 from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 

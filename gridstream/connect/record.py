@@ -9,33 +9,12 @@ value and applies it to ``cache``. Transforms change it in place of a copy
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from gridstream.grid.contract import Key, Value
 
 __all__ = ["H_CACHE", "H_CONNECTOR", "H_KEY", "H_OFFSET", "H_PARTITION", "H_REASON",
-           "H_STAGE", "H_TOPIC", "H_VERSION", "KafkaPosition", "Record", "kafka_where",
-           "parse_kafka_where"]
-
-KafkaPosition = tuple[str, int, int]
-"""(topic, partition, offset) of one Kafka record."""
-_WHERE = re.compile(r"(?P<topic>[A-Za-z0-9._-]+)\[(?P<partition>\d+)\]@(?P<offset>\d+)")
-
-
-def kafka_where(topic: str, partition: int, offset: int) -> str:
-    """``topic[partition]@offset``: how a Kafka record is named in errors, dead letters,
-    logs and ``skipRecords``."""
-    return f"{topic}[{partition}]@{offset}"
-
-
-def parse_kafka_where(text: str) -> KafkaPosition:
-    """``kafka_where``'s text back; ``ValueError`` for anything else."""
-    found = _WHERE.fullmatch(text.strip())
-    if found is None:
-        raise ValueError(f"{text!r} is not a record position: write topic[partition]@offset, "
-                         "as a failure names it (e.g. 'orders[0]@250')")
-    return found["topic"], int(found["partition"]), int(found["offset"])
+           "H_STAGE", "H_TOPIC", "H_VERSION", "Record"]
 
 # Headers of dead letters (both sides) and of source records.
 H_REASON, H_STAGE, H_CONNECTOR = "gs.error.reason", "gs.error.stage", "gs.error.connector"

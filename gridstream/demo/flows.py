@@ -6,7 +6,8 @@ event time in epoch milliseconds) or None when the order was removed.
 * ``paid-orders``: ``filter(paid_or_removed)`` → ``map(paid_entry)``: the orders paid or
   shipped, an order removed from the grid removed here too.
 * ``order-windows``: ``filter(live)`` → ``map(order_row)`` → a 10-second window per status
-  on ``at`` (orders, sum of amounts) → ``map(window_entry)``.
+  on ``at`` (the orders' changes in it and the sum of their amounts; an order changed
+  twice counts twice) → ``map(window_entry)``.
 """
 
 from __future__ import annotations
@@ -56,5 +57,5 @@ def window_key(status: str, start_ms: int) -> str:
 def window_entry(window: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     start, end = _millis(window["window_start"]), _millis(window["window_end"])
     return window_key(window["key"], start), {
-        "status": window["key"], "start": start, "end": end, "orders": window["orders"],
+        "status": window["key"], "start": start, "end": end, "changes": window["changes"],
         "amount": window["amount"]}

@@ -35,6 +35,7 @@ __all__ = [
     "Position",
     "Value",
     "Write",
+    "changes_after",
     "first_puts",
 ]
 
@@ -162,6 +163,12 @@ class Position:
         return cls(lineage, seqs, {str(k): v for k, v in marks.items()})
 
 
+def changes_after(ends: Mapping[str, int], position: Position) -> int:
+    """The changes between ``position`` and ``ends`` (each stream's next sequence number
+    now); a stream ``position`` does not know counts none."""
+    return sum(max(0, seq - position.next_seqs.get(stream, seq)) for stream, seq in ends.items())
+
+
 @dataclass(frozen=True, slots=True)
 class ChangeBatch:
     """Changes read in order, and the position to resume from after them (it may move on
@@ -277,8 +284,7 @@ class GridAdapter(ABC):
         end = self.end_position(cache)
         if end.lineage != position.lineage:
             return None
-        return sum(max(0, seq - position.next_seqs.get(stream, seq))
-                   for stream, seq in end.next_seqs.items())
+        return changes_after(end.next_seqs, position)
 
     @abstractmethod
     def start_position(self, cache: str) -> Position:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from gridstream.kafka.where import kafka_where
 from gridstream.spark.envelope import MalformedEnvelopeError
 
 if TYPE_CHECKING:
@@ -54,7 +55,8 @@ def raise_first(bad: DataFrame, count: int, pipeline: str) -> None:
         return
     raise MalformedEnvelopeError(
         f"pipeline {pipeline!r}: {count} malformed record(s); first at "
-        f"{first['topic']}[{first['kafka_partition']}]@{first['offset']}: {first['error']}",
+        f"{kafka_where(first['topic'], first['kafka_partition'], first['offset'])}: "
+        f"{first['error']}",
         topic=first["topic"], partition=int(first["kafka_partition"]),
         offset=int(first["offset"]), count=count,
     )

@@ -283,7 +283,7 @@ class PipelineRunner:
             progress = query.lastProgress if query is not None else None
             lags = lag_by_source(progress)
             own: Any = getattr(pipeline, "lags", None)  # a grid source's, not in progress
-            if own is not None and query is not None:
+            if own is not None and query is not None and flow.state == "running":
                 lags.update(own(progress))
             lag = sum(lags.values()) if lags else None
             progressed: Any = getattr(pipeline, "progressed", None)  # connectors have it

@@ -103,7 +103,8 @@ def get_spark(
         with _stderr_into(log_file):
             session = builder.getOrCreate()
     except Exception as exc:
-        raise SparkError(f"could not start Spark: {exc}") from exc
+        said = f" (what the JVM said is in {log_file})" if log_file is not None else ""
+        raise SparkError(f"could not start Spark: {exc}{said}") from exc
     session.sparkContext.setLogLevel(os.environ.get("GRIDSTREAM_SPARK_LOG_LEVEL", "WARN"))
     return session
 

@@ -107,7 +107,7 @@ def test_values_that_are_not_json_objects_are_errors(grid: HazelcastAdapter, cac
     start = grid.end_position(cache)
     raw = grid.client.get_map(cache).blocking()
     raw.put("text", "plain string")
-    with pytest.raises(GridError, match="not JSON"):
+    with pytest.raises(GridError, match="key 'text': a value of type str is not JSON"):
         grid.read_changes(cache, start, 10)
     with pytest.raises(GridError, match="key 'text': a value of type str is not JSON"):
         list(grid.snapshot(cache, 10))  # the entry named: its key says which one to fix

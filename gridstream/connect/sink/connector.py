@@ -42,7 +42,7 @@ from gridstream.connect.config import (
 from gridstream.connect.converters import build_converter
 from gridstream.connect.filters import allowed_modules, load_filter
 from gridstream.connect.grids import grid_adapter
-from gridstream.connect.record import H_CONNECTOR, H_STAGE, kafka_where
+from gridstream.connect.record import H_CONNECTOR, H_STAGE
 from gridstream.connect.sink.apply import apply_on_driver, apply_tasks
 from gridstream.connect.sink.decode import (
     BAD,
@@ -59,6 +59,7 @@ from gridstream.connect.transforms import build_chain
 from gridstream.errors import ConfigError, ConnectorError, RecordError
 from gridstream.grid.contract import GridAdapter
 from gridstream.kafka import redact
+from gridstream.kafka.where import kafka_where
 from gridstream.spark.config import parse_trigger
 from gridstream.spark.dead_letter import write_dead_letters
 from gridstream.spark.kafka_source import (
@@ -278,18 +279,25 @@ class SinkConnector(Connector):
             seconds=time.monotonic() - started,
             note=_join(note, f"{keys} key writes" if keys else ""))
 
-    def _bad_rows(self, records: DataFrame, status: str = BAD) -> DataFrame:
-        """The batch's bad (or skipped) records, decoded again (the decode is
-        deterministic)."""
+    def _bad_rows(self, records: DataFrame) -> DataFrame:
+        """The batch's bad records, decoded again (the decode is deterministic)."""
         import pyspark.sql.functions as F
 
         return records.mapInArrow(decode_batches(self.spec), output_schema(
-            self.spec.with_headers)).where(F.col("status") == status)
+            self.spec.with_headers)).where(F.col("status") == BAD)
 
     def _skipped(self, records: DataFrame, batch_id: int, count: int) -> str:
-        """Log the batch's records ``skipRecords`` named and list them in the
-        checkpoint's ``skipped.jsonl`` (a batch run again lists them again); a note."""
-        rows = self._bad_rows(records, SKIPPED).select("topic", "partition", "offset").collect()
+        """Log the batch's records ``skipRecords`` named (found by their position, not
+        decoded again) and list them in the checkpoint's ``skipped.jsonl`` (a batch run
+        again lists them again); a note."""
+        import pyspark.sql.functions as F
+
+        named = [(F.col("topic") == t) & (F.col("partition") == p) & (F.col("offset") == o)
+                 for t, p, o in sorted(self.spec.skip)]
+        condition = named[0]
+        for more in named[1:]:
+            condition = condition | more
+        rows = records.where(condition).select("topic", "partition", "offset").collect()
         where = sorted(_where(r) for r in rows)
         for position in where:
             log.warning("%s: skipped %s: named by skipRecords", self.name, position)

@@ -28,11 +28,12 @@ import orjson
 from gridstream.connect.config import ConverterConfig, KeyPolicy, TransformConfig
 from gridstream.connect.converters import Converter, build_converter
 from gridstream.connect.filters import EntryFilter, load_filter
-from gridstream.connect.record import KafkaPosition, Record, kafka_where
+from gridstream.connect.record import Record
 from gridstream.connect.transforms import Chain, build_chain, key_from_fields
 from gridstream.errors import CodecError, RecordError
 from gridstream.grid._space_writes import APPLIED_TYPE
 from gridstream.grid.contract import Key, Value
+from gridstream.kafka.where import KafkaPosition, kafka_where
 from gridstream.spark import worker
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ after the oldest cache position (the connector reads the log once for every cach
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -46,50 +47,80 @@ def end_offset(progress: Mapping[str, Any] | None) -> SourceOffset | None:
 
 
 class GridLag:
-    """``measure(progress)``: the lag by cache (or ``log``), measured again every
-    ``every_s`` (or ``PER_CACHE_S`` per cache); the last figures in between. A grid
-    that cannot be reached is no lag figure (the flow's own failure says why), never an
-    error of the run."""
+    """``measure(progress)``: the last lag figures by cache (or ``log``) at once; a new
+    measurement starts on a thread of its own every ``every_s`` (or ``PER_CACHE_S`` per
+    cache), so a grid slow to answer never holds up the caller (the run's supervising
+    loop). A grid that cannot be reached is no lag figure (the flow's own failure says
+    why), never an error of the run."""
 
     def __init__(self, settings: GridSettings, every_s: float = LAG_EVERY_S) -> None:
         self.settings, self.every_s = settings, every_s
         self._adapter: GridAdapter | None = None
         self._at = float("-inf")
         self._last: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
 
     def measure(self, progress: Mapping[str, Any] | None) -> dict[str, int]:
         now = time.monotonic()
-        if now - self._at < self.every_s:
-            return self._last
-        offset = end_offset(progress)
-        if offset is None or now - self._at < PER_CACHE_S * len(offset.caches):
-            return self._last
-        self._at = now
+        with self._lock:
+            last = dict(self._last)
+            busy = self._thread is not None and self._thread.is_alive()
+            if busy or self._closed or now - self._at < self.every_s:
+                return last
+            offset = end_offset(progress)
+            if offset is None or now - self._at < PER_CACHE_S * len(offset.caches):
+                return last
+            self._at = now
+            self._thread = threading.Thread(target=self._refresh, args=(offset,),
+                                            name="gridstream-grid-lag", daemon=True)
+            self._thread.start()
+            return last
+
+    def settle(self, timeout_s: float = 30.0) -> None:
+        """Wait for a measurement under way (tests; ``close``)."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+
+    def _refresh(self, offset: SourceOffset) -> None:
         try:
-            self._last = self._lags(offset)
-        except (GridstreamError, OSError) as exc:
+            lags = self._lags(offset)
+        except Exception as exc:  # noqa: BLE001 - a lag figure is never the run's failure
             log.info("%s: no lag figure now: %s", self.settings.kind, exc)
-            self.close()
-        return self._last
+            self._let_go()
+            return
+        with self._lock:
+            self._last = lags
 
     def _lags(self, offset: SourceOffset) -> dict[str, int]:
         if self._adapter is None:
             adapter = grid_adapter(self.settings)
             adapter.open()
             self._adapter = adapter
-        lags: dict[str, int] = {}
+        behind: dict[str, int] = {}
+        unsent: dict[str, int] = {}  # snapshot rows not yet emitted
         for cache, state in sorted(offset.caches.items()):
-            behind = self._adapter.behind(cache, state.pos)
-            if behind is None:
+            changes = self._adapter.behind(cache, state.pos)
+            if changes is None:
                 continue  # the grid is another one now: the next batch says so
-            lags[cache] = behind + (state.rows - state.row if state.snapshotting
-                                    and state.rows is not None and state.row is not None
-                                    else 0)
-        if self.settings.kind == "space" and lags:
-            return {"log": max(lags.values())}
-        return lags
+            behind[cache] = changes
+            if state.rows is not None and state.row is not None:
+                unsent[cache] = state.rows - state.row
+        if self.settings.kind == "space" and behind:  # one log, read once for every cache
+            return {"log": max(behind.values()) + sum(unsent.values())}
+        return {cache: n + unsent.get(cache, 0) for cache, n in behind.items()}
+
+    def _let_go(self) -> None:
+        adapter, self._adapter = self._adapter, None
+        if adapter is not None:
+            adapter.close()
 
     def close(self) -> None:
-        if self._adapter is not None:
-            adapter, self._adapter = self._adapter, None
-            adapter.close()
+        """No measurement after this; the grid's client is closed once the one under
+        way (if any) is over."""
+        with self._lock:
+            self._closed = True
+        self.settle()
+        self._let_go()

@@ -35,6 +35,7 @@ from gridstream.grid.contract import (
     Position,
     Value,
     Write,
+    changes_after,
     first_puts,
 )
 from gridstream.grid.hazelcast import _codec, _journal, _writes
@@ -43,6 +44,7 @@ from gridstream.grid.hazelcast._positions import allocate as _allocate
 from gridstream.grid.hazelcast._positions import mark as _mark
 from gridstream.grid.hazelcast._positions import marks_of as _marks
 from gridstream.grid.hazelcast._positions import start_partition as _start_partition
+from gridstream.grid.hazelcast._values import entry_name, json_object, value_of
 
 __all__ = ["HazelcastAdapter", "HazelcastGridConfig"]
 
@@ -197,7 +199,7 @@ class HazelcastAdapter(GridAdapter):
                     f"cache {cache!r}: cannot read entries: {_journal.brief(exc)}"
                 ) from exc
             batch = [
-                Entry(key, _value(cache, found[k], key))
+                Entry(key, value_of(cache, found[k], key))
                 for k in chunk if k in found for key in (_key(cache, k),)
             ]
             if batch:
@@ -213,7 +215,7 @@ class HazelcastAdapter(GridAdapter):
         except HazelcastError as exc:
             raise GridError(f"cache {cache!r}: cannot read entries: {_journal.brief(exc)}") \
                 from exc
-        return {key: _value(cache, v, key) for k, v in found.items()
+        return {key: value_of(cache, v, key) for k, v in found.items()
                 for key in (_key(cache, k),)}
 
     # -- positions and changes ----------------------------------------------------------
@@ -236,8 +238,7 @@ class HazelcastAdapter(GridAdapter):
         lineage, bounds = self._bounds(cache)
         if lineage != position.lineage:
             return None
-        return sum(max(0, b.end - position.next_seqs.get(str(p), b.end))
-                   for p, b in bounds.items())
+        return changes_after({str(p): b.end for p, b in bounds.items()}, position)
 
     def span(self, cache: str, since: Position | None = None) -> tuple[Position, Position]:
         """The start and end positions from one journal subscription; the end's marks
@@ -358,15 +359,16 @@ class HazelcastAdapter(GridAdapter):
                 f"cache {cache!r}: a key cannot be read: {_journal.brief(exc)}"
             ) from exc
 
-    def decode_value(self, cache: str, data: Any) -> Value:
+    def decode_value(self, cache: str, data: Any, key: Key | None = None) -> Value:
+        """A journal event's value (``key``, when known, names the entry in errors)."""
         try:
             text = _codec.json_text(bytes(data.buffer))
             if text is not None:
-                return _json_object(cache, text)
-            return _value(cache, self.client._serialization_service.to_object(data))
+                return json_object(cache, text, key)
+            return value_of(cache, self.client._serialization_service.to_object(data), key)
         except (HazelcastSerializationError, UnicodeDecodeError) as exc:
             raise GridError(
-                f"cache {cache!r}: a value cannot be read: {_journal.brief(exc)}"
+                f"{entry_name(cache, key)}: a value cannot be read: {_journal.brief(exc)}"
             ) from exc
 
     # -- writes -------------------------------------------------------------------------
@@ -452,7 +454,7 @@ def _change(
         raise GridError(f"cache {cache!r}: journal event {partition}/{seq} has no key")
     key = adapter.decode_key(cache, event.key)
     if event.event_type in _PUT_EVENTS and event.new_value is not None:
-        value: Value | None = adapter.decode_value(cache, event.new_value)
+        value: Value | None = adapter.decode_value(cache, event.new_value, key)
     elif event.event_type in _GONE_EVENTS:
         value = None
     else:
@@ -473,31 +475,6 @@ def _key(cache: str, key: object) -> Key:
     if type(key) is str or type(key) is int:
         return key
     raise GridError(f"cache {cache!r}: a key of type {type(key).__name__} is not a cache key")
-
-
-def _value(cache: str, value: object, key: Key | None = None) -> Value:
-    if not isinstance(value, HazelcastJsonValue):
-        raise GridError(
-            f"{_entry(cache, key)}: a value of type {type(value).__name__} is not JSON "
-            "(gridstream reads HazelcastJsonValue objects)"
-        )
-    return _json_object(cache, value.to_string(), key)
-
-
-def _entry(cache: str, key: Key | None) -> str:
-    """``cache 'c'`` or, when the key is known, ``cache 'c', key 'k'``."""
-    return f"cache {cache!r}" if key is None else f"cache {cache!r}, key {key!r}"
-
-
-def _json_object(cache: str, text: str | bytes, key: Key | None = None) -> Value:
-    try:
-        decoded = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise GridError(f"{_entry(cache, key)}: a value is not valid JSON: {exc}") from exc
-    if not isinstance(decoded, dict):
-        raise GridError(f"{_entry(cache, key)}: a value is JSON {type(decoded).__name__}, "
-                        "not an object")
-    return decoded
 
 
 def _json(cache: str, write: Write) -> HazelcastJsonValue:

@@ -345,7 +345,7 @@ def test_a_misspelt_option_names_the_one_it_resembles(tmp_path: Any) -> None:
 def test_skip_records_name_kafka_records_as_failures_name_them() -> None:
     from pydantic import ValidationError
 
-    from gridstream.connect.record import kafka_where, parse_kafka_where
+    from gridstream.kafka.where import kafka_where, parse_kafka_where
 
     raw = {"name": "s", "grid": {"kind": "hazelcast"}, "checkpoint": "/tmp/c", "topics": "t"}
     config = SinkConnectorConfig.model_validate(
