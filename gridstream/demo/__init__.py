@@ -328,7 +328,10 @@ def run_and_check(*, keep_stack: bool = False, operations: int = 2000,
         topics = [types.customer_topic, types.order_topic]
         spark_keyspace, lake = f"gridstream_demo_{run_id}_spark", work / "lake"
         hz = _hazelcast(cleanup, run_id, work, bootstrap, max(50, operations // 2))
-        cleanup.callback(_stop_spark)
+        from gridstream.spark.session import spark_running
+
+        if not spark_running():  # a session of the caller's (a test's) is left running
+            cleanup.callback(_stop_spark)
         with _step(f"Spark: store pipelines Kafka -> Cassandra ({spark_keyspace}) and -> "
                    f"Delta lake; Hazelcast map {hz.names.orders} -> source connector -> "
                    "Kafka -> pipelines paid-orders and order-windows -> sink connector -> "

@@ -26,6 +26,7 @@ from gridstream._stopping import StopFlag, stop_on_signals
 from gridstream.ops.counts import BatchCounts
 from gridstream.ops.failures import Failure, LogFile, describe
 from gridstream.ops.status import Monitor, lag_by_source
+from gridstream.spark.session import spark_running
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -150,7 +151,7 @@ class PipelineRunner:
         failed, else 0. The Spark session is stopped at the end only if the runner
         started it: a session that was running before (an application's, a notebook's)
         is left running."""
-        owned = not _spark_running()
+        owned = not spark_running()
         spark = self.spark_factory()
         # installed after the SparkContext, which installs its own SIGINT handler
         with stop_on_signals(self.stop):
@@ -366,13 +367,3 @@ def _kind(pipeline: Runnable) -> str:
     kind = type(pipeline).__name__
     return {"SourceConnector": "source connector", "SinkConnector": "sink connector",
             "PipelineJob": "pipeline", "StorePipeline": "store pipeline"}.get(kind, kind)
-
-
-def _spark_running() -> bool:
-    """Whether this process already has a running SparkContext (``getOrCreate`` would
-    return its session)."""
-    try:
-        from pyspark import SparkContext
-    except ImportError:
-        return False
-    return SparkContext._active_spark_context is not None

@@ -18,7 +18,7 @@ from gridstream.stack.artifacts import classpath
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CONF", "DELTA_CONF", "get_spark"]
+__all__ = ["DEFAULT_CONF", "DELTA_CONF", "get_spark", "spark_running"]
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "2g",
@@ -107,6 +107,16 @@ def get_spark(
         raise SparkError(f"could not start Spark: {exc}{said}") from exc
     session.sparkContext.setLogLevel(os.environ.get("GRIDSTREAM_SPARK_LOG_LEVEL", "WARN"))
     return session
+
+
+def spark_running() -> bool:
+    """Whether this process already has a running SparkContext (``getOrCreate`` would
+    return its session): one that is not ours to stop."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return False
+    return SparkContext._active_spark_context is not None
 
 
 @contextlib.contextmanager

@@ -33,7 +33,8 @@ def _tamper_hazelcast(run: DemoRun, changed: dict[str, Any]) -> None:
 
 
 def test_one_changed_value_in_cassandra_in_sql_and_in_hazelcast_fails_the_demo(
-        kafka_service: Any, cassandra_service: Any, hazelcast_service: Any) -> None:
+        kafka_service: Any, cassandra_service: Any, hazelcast_service: Any,
+        spark: Any) -> None:
     changed: dict[str, Any] = {}
 
     def tamper(run: DemoRun) -> None:
@@ -59,6 +60,8 @@ def test_one_changed_value_in_cassandra_in_sql_and_in_hazelcast_fails_the_demo(
         _tamper_hazelcast(run, changed)
 
     result = run_and_check(keep_stack=True, operations=300, tamper=tamper)
+    # a Spark session running before the demo (here the tests') is not the demo's to stop
+    assert not spark.sparkContext._jsc.sc().isStopped()
 
     assert result.exit_code == 1
     places = {c.place: c for c in result.comparisons}
