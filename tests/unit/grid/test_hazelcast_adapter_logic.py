@@ -16,6 +16,7 @@ from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig, _jo
 from gridstream.grid.hazelcast import adapter as hz
 from gridstream.grid.hazelcast._codec import JournalEvent
 from gridstream.grid.hazelcast._journal import MAX_READ, Bounds, PartitionRead
+from gridstream.grid.hazelcast._values import value_of
 
 
 def test_config_pickles_and_validates() -> None:
@@ -70,10 +71,12 @@ def test_keys_and_values() -> None:
             hz._check_key("m", key)  # type: ignore[arg-type]
     with pytest.raises(GridError):
         hz._key("m", b"k")
-    assert hz._value("m", HazelcastJsonValue('{"a": [1, {"b": null}]}')) == {"a": [1, {"b": None}]}
+    assert value_of("m", HazelcastJsonValue('{"a": [1, {"b": null}]}')) == {"a": [1, {"b": None}]}
     for value in ("text", HazelcastJsonValue("[1]"), HazelcastJsonValue("{bad")):
-        with pytest.raises(GridError):
-            hz._value("m", value)
+        with pytest.raises(GridError, match="^cache 'm': "):
+            value_of("m", value)
+        with pytest.raises(GridError, match="^cache 'm', key 'k': "):
+            value_of("m", value, "k")
     assert hz._json("m", Write("k", {"n": 1})).to_string() == '{"n":1}'
     with pytest.raises(GridError):
         hz._json("m", Write("k", {"n": object()}))
