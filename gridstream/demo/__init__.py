@@ -208,7 +208,7 @@ def _table(result: DemoResult) -> Table:
 
 
 def _hz_table(result: DemoResult) -> Table:
-    table = Table(title="Hazelcast -> connectors, pipelines -> Hazelcast (every property)")
+    table = Table(title="Hazelcast -> connectors, pipelines -> Hazelcast")
     for column in ("place", "compared with", "entries", "state hash", "matches"):
         table.add_column(column, no_wrap=True)
     for reference, c in result.hz_comparisons:
@@ -217,12 +217,14 @@ def _hz_table(result: DemoResult) -> Table:
 
 
 def _rates(status: dict[str, Any]) -> Table:
-    table = Table(title="The run's flows (rec/s: records read over their batches' time)")
+    table = Table(title="The run's flows (rec/s: records read / their batches' time)")
     for column in ("flow", "kind", "batches", "read", "written", "busy", "rec/s"):
         table.add_column(column, no_wrap=True)
     for f in status["flows"]:
         rate = f"{f['read'] / f['busy_s']:,.0f}" if f["busy_s"] > 0 else "-"
-        table.add_row(f["name"], f["kind"], str(f["batches"]), f"{f['read']:,}",
+        kind = {"store pipeline": "store", "source connector": "source",
+                "sink connector": "sink"}.get(f["kind"], f["kind"])
+        table.add_row(f["name"], kind, str(f["batches"]), f"{f['read']:,}",
                       f"{f['written']:,}", f"{f['busy_s']:.1f}s", rate)
     return table
 

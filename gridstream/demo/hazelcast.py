@@ -261,13 +261,13 @@ def expectations(adapter: HazelcastAdapter, names: HzNames, topic: TopicReader
     topic's records."""
     orders = read_map(adapter, names.orders)
     return [
-        ("the orders map", holding("hazelcast: orders", names.orders, orders),
-         holding("kafka: orders", names.orders, topic.current())),
-        ("its orders paid or shipped", holding("expected", names.paid, paid(orders)),
-         holding("hazelcast: paid-orders", names.paid, read_map(adapter, names.paid))),
-        ("windows of the topic's changes",
+        ("the orders map", holding("hz orders", names.orders, orders),
+         holding("kafka orders", names.orders, topic.current())),
+        ("its paid orders", holding("expected", names.paid, paid(orders)),
+         holding("hz paid-orders", names.paid, read_map(adapter, names.paid))),
+        ("the topic's windows",
          holding("expected", names.windows, expected_windows(topic.records)),
-         holding("hazelcast: order-windows", names.windows, read_map(adapter, names.windows))),
+         holding("hz order-windows", names.windows, read_map(adapter, names.windows))),
     ]
 
 
