@@ -141,7 +141,9 @@ def _item_pass(flow: Flow, items: list[ItemStep], sink: Sink | None,
     last schema among the steps (a structured flow)."""
     if sink is not None:
         columns = _struct(sink.columns())
-        tail: Any = _Encoded(sink.encode, tuple(columns.fieldNames()))
+        # a sink that gives its columns' values in order spares a dict per item
+        tail: Any = getattr(sink, "encode_row", None) or _Encoded(
+            sink.encode, tuple(columns.fieldNames()))
         tail_stage = "encode"
     else:
         columns, tail_stage = _items_schema(flow, items)

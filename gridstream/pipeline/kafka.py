@@ -228,6 +228,12 @@ class KafkaSink(Sink):
         return "key binary, value binary"
 
     def encode(self, item: Any) -> dict[str, Any]:
+        key, value = self.encode_row(item)
+        return {"key": key, "value": value}
+
+    def encode_row(self, item: Any) -> list[Any]:
+        """The key's and the value's bytes, in the order of ``columns`` (the pass's
+        tail calls it for each item, without a dict)."""
         if self.key_fn is not None or self.value_fn is not None:
             key = self.key_fn(item) if self.key_fn is not None else None
             value = self.value_fn(item) if self.value_fn is not None else item
@@ -235,8 +241,7 @@ class KafkaSink(Sink):
             key, value = item
         else:
             key, value = None, item
-        return {"key": self.key_ser.python(self.topic, key),
-                "value": self.value_ser.python(self.topic, value)}
+        return [self.key_ser.python(self.topic, key), self.value_ser.python(self.topic, value)]
 
     def jvm_encode(self, flow: Flow) -> DataFrame | None:
         """The flow's columns serialized in the JVM, or None (Python must encode)."""

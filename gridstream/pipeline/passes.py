@@ -224,6 +224,9 @@ class ItemPass:
         self.shape, self.decode, self.steps = shape, decode, tuple(steps)
         self.tail, self.tail_stage = tail, tail_stage
         self.target = _Out(schema, tuple(schema.names))
+        self.one_to_one = all(kind in ("map", "filter") for kind, _, _ in self.steps)
+        """Every step gives at most one item for one: the rows run without a list of
+        items per step (``_one_to_one``)."""
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         worker.prepare()
@@ -241,6 +244,9 @@ class ItemPass:
         read = item_reader(self.shape, self.decode, columns)
         width = len([n for n in self.target.names if n not in HIDDEN])
         out, policy, steps, tail = _Builder(width), self.policy, self.steps, self.tail
+        if self.one_to_one:
+            self._one_to_one(batch.num_rows, read, in_errors, in_stages, where, out)
+            return _finish(batch, out, self.target, policy, self.tail_stage, where)
         for i in range(batch.num_rows):
             if not clean and in_errors[i] is not None:
                 policy.error(out, i, where[i], in_stages[i] or "decode", in_errors[i], None)
@@ -270,6 +276,46 @@ class ItemPass:
             for row in rows:
                 out.add(row, i)
         return _finish(batch, out, self.target, policy, self.tail_stage, where)
+
+
+    def _one_to_one(self, rows: int, read: Callable[[int], Any], in_errors: list[Any],
+                    in_stages: list[Any], where: _Where, out: _Builder) -> None:
+        """The rows of a chain of maps and filters: the same outcome as the general
+        loop of ``batch``, without a list of items per step and row."""
+        policy, steps, tail, tail_stage = self.policy, self.steps, self.tail, self.tail_stage
+        appends = [column.append for column in out.values]
+        width = len(appends)
+        sources, errors, stages = out.source.append, out.errors.append, out.stages.append
+        for i in range(rows):
+            if in_errors and in_errors[i] is not None:
+                policy.error(out, i, where[i], in_stages[i] or "decode", in_errors[i], None)
+                continue
+            stage = "decode"
+            try:
+                item = read(i)
+                for kind, fn, label in steps:
+                    stage = label
+                    if kind == "map":
+                        item = fn(item)
+                    elif not fn(item):
+                        break
+                else:
+                    stage = tail_stage
+                    row = tail(item)
+                    if len(row) != width:
+                        raise CodecError(f"the pass made a row of {len(row)} values for "
+                                         f"{width} columns")
+                    for append, value in zip(appends, row):  # noqa: B905 - length checked
+                        append(value)
+                    sources(i)
+                    errors(None)
+                    stages(None)
+            except INFRASTRUCTURE:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure of user code is the row's
+                if isinstance(exc, DecodeError):  # names the deserializer that failed
+                    stage = exc.stage
+                policy.error(out, i, where[i], stage, _reason(exc), exc)
 
 
 class BatchPass:

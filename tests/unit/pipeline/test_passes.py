@@ -219,3 +219,24 @@ def test_a_registry_failure_while_decoding_stops_the_pass() -> None:
                      steps=[], tail=_encode, tail_stage="encode", schema=OUT)
     with pytest.raises(RegistryError, match="unreachable"):
         fused.batch(_batch(["1"]))
+
+
+def test_a_chain_of_maps_and_filters_gives_what_the_general_loop_gives() -> None:
+    """The rows of a map/filter chain run without per-step item lists (``one_to_one``):
+    the same output batch as the general loop, error rows, stages and drops included."""
+    steps = [("map", lambda kv: (kv[0], int(kv[1])), "map#1"),
+             ("filter", lambda kv: kv[1] % 3 != 0, "filter#2"),
+             ("map", lambda kv: (kv[0], 10 // (kv[1] - 4)), "map#3")]
+    batch = _batch(["1", "x", "3", "4", "5", None, "7"],
+                   errors=[None, None, None, None, None, "bad bytes", None])
+    fast = _pass(steps)
+    general = _pass(steps)
+    general.one_to_one = False
+    assert fast.one_to_one and not _pass([("flat_map", lambda kv: [kv], "f#1")]).one_to_one
+    out = fast.batch(batch)
+    assert out.equals(general.batch(batch))
+    assert out.column("_gs_stage").to_pylist() == [None, "map#1", "map#3", None, "decode",
+                                                   None]  # "3" filtered out
+    assert out.column("value").to_pylist() == [b"-4", None, None, b"10", None, b"3"]
+    with pytest.raises(RecordError, match="map#1"):
+        _pass(steps, errors="fail").batch(batch)

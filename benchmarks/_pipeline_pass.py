@@ -1,0 +1,77 @@
+"""The pipeline's fused Python pass alone, without Spark (CPU time of one core, not a
+whole-process timing): ``ItemPass.batch`` of the benchmark pipeline (String key and
+value, ``map(upper_entry)``, the Kafka sink's encode) over one Arrow batch of
+``--rows`` rows shaped as the JVM hands it over (the hidden columns included).
+Prints µs per record; ``--profile`` adds cProfile's top functions.
+
+Usage: python benchmarks/_pipeline_pass.py [--rows 10000] [--repeat 30] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as dt
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._pipeline_side import upper_entry
+
+
+def _tail(sink: Any) -> Any:
+    """The pass's tail as ``compile`` builds it for this sink (this version's rule)."""
+    from gridstream.pipeline import compile as compiled
+
+    rows = getattr(sink, "encode_row", None)
+    return rows if rows is not None else compiled._Encoded(sink.encode, ("key", "value"))
+
+
+def main() -> int:
+    import pyarrow as pa
+
+    from gridstream.pipeline import KafkaSinks
+    from gridstream.pipeline.passes import ItemPass
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    sink = KafkaSinks.kafka({"bootstrap.servers": "127.0.0.1:9092",
+                             "key.serializer": "StringSerializer",
+                             "value.serializer": "StringSerializer"}, "out")
+    hidden = [("_gs_ts", pa.timestamp("us", tz="UTC")), ("_gs_where", pa.string()),
+              ("_gs_error", pa.string()), ("_gs_stage", pa.string()),
+              ("_gs_raw_key", pa.binary()), ("_gs_raw_value", pa.binary())]
+    schema = pa.schema([("key", pa.binary()), ("value", pa.binary()), *hidden])
+    fused = ItemPass(pipeline="bench", errors="fail", shape="entry", decode=None,
+                     steps=[("map", upper_entry, "map#1")], tail=_tail(sink),
+                     tail_stage="encode", schema=schema)
+    n, now = args.rows, dt.datetime.now(dt.UTC)
+    batch = pa.RecordBatch.from_arrays([
+        pa.array([f"{i:012d}" for i in range(n)]),
+        pa.array([f"{i:012d}-" + "abcdefghij" * 8 for i in range(n)]),
+        pa.array([now] * n, hidden[0][1]), pa.array([f"in[0]@{i}" for i in range(n)]),
+        pa.nulls(n, pa.string()), pa.nulls(n, pa.string()), pa.nulls(n, pa.binary()),
+        pa.nulls(n, pa.binary())], names=["key", "value", *(h[0] for h in hidden)])
+    for _ in range(3):
+        fused.batch(batch)
+    began = time.process_time()
+    for _ in range(args.repeat):
+        fused.batch(batch)
+    per_record = (time.process_time() - began) / args.repeat / n * 1e6
+    print(f"{per_record:.2f} µs per record (CPU, one core)")
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.runcall(lambda: [fused.batch(batch) for _ in range(10)])
+        pstats.Stats(profile).sort_stats("tottime").print_stats(12)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
