@@ -3,7 +3,8 @@ timing): the same pre-filled topic read to its end (``available_now``) by
 
 - ``native``: Spark's Kafka source and sink, ``upper`` in SQL;
 - ``bare_python``: the same query with the map in a hand-written ``mapInArrow`` pass (the
-  values to Python strings, ``upper``, back to Arrow: the least a per-row Python map costs);
+  values as Python bytes, ``upper``, back to Arrow: the least a per-row Python map
+  costs, without decoding text);
 - ``gridstream-alo`` / ``gridstream-eo``: the pipeline API.
 
 Each side runs once to warm up, then ``--repeat`` times in rotating order; the medians of

@@ -27,7 +27,7 @@ def _tail(sink: Any) -> Any:
     """The pass's tail as ``compile`` builds it for this sink (this version's rule)."""
     from gridstream.pipeline import compile as compiled
 
-    rows = getattr(sink, "encode_row", None)
+    rows = getattr(sink, "row_encoder", lambda: None)() or getattr(sink, "encode_row", None)
     return rows if rows is not None else compiled._Encoded(sink.encode, ("key", "value"))
 
 

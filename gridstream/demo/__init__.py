@@ -362,8 +362,8 @@ def run_and_check(*, keep_stack: bool = False, operations: int = 2000,
 
 
 def _stop_spark() -> None:
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
-    session = SparkSession.getActiveSession()
-    if session is not None:
-        session.stop()
+    context = SparkContext._active_spark_context  # the process's, whatever the thread
+    if context is not None:
+        context.stop()

@@ -280,7 +280,8 @@ class Watch:
                  topic: TopicReader, store_flows: Iterable[str], timeout_s: float) -> None:
         self.orders, self.names, self.adapter, self.topic = orders, names, adapter, topic
         self.store_flows = list(store_flows)
-        self.deadline = time.monotonic() + timeout_s
+        self.deadline: float | None = None
+        """From the first question (the run has started its flows by then)."""
         self.timeout_s = timeout_s
         self.phase = 0
         self.outcome = "running"
@@ -291,6 +292,8 @@ class Watch:
         if failed:
             self.outcome = f"stopped: {', '.join(failed)} failed"
             return True
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.timeout_s
         if time.monotonic() > self.deadline:
             self.outcome = (f"stopped after {self.timeout_s:g}s without every place "
                             f"caught up (phase {self.phase} of 2)")

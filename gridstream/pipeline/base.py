@@ -146,6 +146,11 @@ class Sink(ABC):
     def columns(self) -> str:
         """The Spark DDL of what ``encode`` returns (e.g. ``"key binary, value binary"``)."""
 
+    def row_encoder(self) -> Callable[[Any], list[Any]] | None:
+        """``encode`` giving the values in the order of ``columns`` (no dict per item),
+        when the sink has one; None: the pass's tail takes them from ``encode``'s dict."""
+        return None
+
     def check(self, guarantee: Guarantee) -> None:
         """``ConfigError`` for properties that would break ``guarantee`` (the one this
         sink gives: the run's, lowered by ``cap``), before anything starts."""

@@ -142,8 +142,7 @@ def _item_pass(flow: Flow, items: list[ItemStep], sink: Sink | None,
     if sink is not None:
         columns = _struct(sink.columns())
         # a sink that gives its columns' values in order spares a dict per item
-        tail: Any = getattr(sink, "encode_row", None) or _Encoded(
-            sink.encode, tuple(columns.fieldNames()))
+        tail: Any = sink.row_encoder() or _Encoded(sink.encode, tuple(columns.fieldNames()))
         tail_stage = "encode"
     else:
         columns, tail_stage = _items_schema(flow, items)

@@ -284,13 +284,13 @@ class ItemPass:
         loop of ``batch``, without a list of items per step and row."""
         policy, steps, tail, tail_stage = self.policy, self.steps, self.tail, self.tail_stage
         appends = [column.append for column in out.values]
-        width = len(appends)
         sources, errors, stages = out.source.append, out.errors.append, out.stages.append
         for i in range(rows):
             if in_errors and in_errors[i] is not None:
                 policy.error(out, i, where[i], in_stages[i] or "decode", in_errors[i], None)
                 continue
             stage = "decode"
+            row = None
             try:
                 item = read(i)
                 for kind, fn, label in steps:
@@ -302,20 +302,19 @@ class ItemPass:
                 else:
                     stage = tail_stage
                     row = tail(item)
-                    if len(row) != width:
-                        raise CodecError(f"the pass made a row of {len(row)} values for "
-                                         f"{width} columns")
-                    for append, value in zip(appends, row):  # noqa: B905 - length checked
-                        append(value)
-                    sources(i)
-                    errors(None)
-                    stages(None)
             except INFRASTRUCTURE:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure of user code is the row's
                 if isinstance(exc, DecodeError):  # names the deserializer that failed
                     stage = exc.stage
                 policy.error(out, i, where[i], stage, _reason(exc), exc)
+                continue
+            if row is not None:  # as ``_Builder.add``: a row of another width is a bug
+                for append, value in zip(appends, row, strict=True):
+                    append(value)
+                sources(i)
+                errors(None)
+                stages(None)
 
 
 class BatchPass:

@@ -136,6 +136,9 @@ def test_a_failed_flow_or_the_deadline_stops_the_run_not_caught_up() -> None:
     monitor.failed = ["paid-orders"]
     assert watch(monitor) is True and not watch.caught_up
     assert watch.outcome == "stopped: paid-orders failed"
-    late, _, _, monitor = _watch(timeout_s=-1)
+    late, _, _, monitor = _watch(timeout_s=0)
+    late.deadline = 0.0  # the clock starts at the first question: here, long ago
     assert late(monitor) is True and not late.caught_up and "phase 0 of 2" in late.outcome
+    fresh, _, _, monitor = _watch(timeout_s=0.5)
+    assert fresh(monitor) is False and fresh.deadline is not None  # started now
     assert flows.window_key("PAID", 0) == "PAID@0"

@@ -240,3 +240,20 @@ def test_a_chain_of_maps_and_filters_gives_what_the_general_loop_gives() -> None
     assert out.column("value").to_pylist() == [b"-4", None, None, b"10", None, b"3"]
     with pytest.raises(RecordError, match="map#1"):
         _pass(steps, errors="fail").batch(batch)
+
+
+def test_a_kafka_sink_subclass_that_changes_encode_keeps_it_as_the_tail() -> None:
+    from gridstream.pipeline import KafkaSinks
+    from gridstream.pipeline.kafka import KafkaSink
+
+    props = {"bootstrap.servers": "127.0.0.1:9092", "key.serializer": "StringSerializer",
+             "value.serializer": "StringSerializer"}
+    sink = KafkaSinks.kafka(props, "out")
+    encoder = sink.row_encoder()
+    assert encoder is not None and encoder(("k", "v")) == [b"k", b"v"]
+
+    class Tagged(KafkaSink):
+        def encode(self, item: Any) -> dict[str, Any]:
+            return {"key": b"tag", "value": super().encode(item)["value"]}
+
+    assert Tagged(props, "out").row_encoder() is None
