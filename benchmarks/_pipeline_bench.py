@@ -14,9 +14,10 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,36 @@ def check_output(topic: str, records: int, *, exactly_once: bool) -> dict[str, i
 
 
 # ------------------------------------------------------------------------- processes
+
+
+def warm_rounds(sides: Sequence[str], run: Callable[[str, str, str], Callable[[], Any] | None], *,
+                repeat: int, partitions: int, topics: list[str],
+                after: Callable[[str, str, int, float], None] | None = None
+                ) -> dict[str, list[float]]:
+    """The rounds of a one-session benchmark: each side once to warm up, then ``repeat``
+    times in rotating order, each run into a fresh output topic (added to ``topics``,
+    for the caller to delete) with a fresh checkpoint. ``run(side, target, checkpoint)``
+    starts the side's query and waits for its end, and may return what to do once it is
+    timed (while the checkpoint exists: closing a job); the seconds are kept from round 0
+    on, and ``after(side, target, round, seconds)`` sees every run."""
+    times: dict[str, list[float]] = {side: [] for side in sides}
+    order = list(sides)
+    for r in range(-1, repeat):
+        for side in order[r % len(order):] + order[:r % len(order)]:
+            target = fresh_topic("gs-bench-round-out")
+            topics.append(target)
+            create_topics([target], partitions)
+            with tempfile.TemporaryDirectory(prefix="gs-bench-ck-") as checkpoint:
+                began = time.perf_counter()
+                then = run(side, target, checkpoint)
+                seconds = time.perf_counter() - began
+                if then is not None:
+                    then()
+            if after is not None:
+                after(side, target, r, seconds)
+            if r >= 0:
+                times[side].append(seconds)
+    return times
 
 
 def quix_python() -> Path:

@@ -19,8 +19,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from benchmarks._pipeline_bench import (
     delete_topics,
     fill,
     fresh_topic,
+    warm_rounds,
 )
 from benchmarks._pipeline_side import _gridstream, _native
 
@@ -76,30 +75,24 @@ def main() -> int:
         "gridstream-eo": lambda t, ck: _gridstream("gridstream-eo", source, t,
                                                    "available_now", ck),
     }
-    times: dict[str, list[float]] = {s: [] for s in starts}
+
+    def run(side: str, target: str, checkpoint: str) -> Callable[[], Any] | None:
+        started = starts[side](target, checkpoint)
+        job = None if hasattr(started, "awaitTermination") else started
+        query = started if job is None else job.start(spark)
+        query.awaitTermination()
+        return None if job is None else job.close  # closed once timed, as before
+
+    def after(side: str, target: str, r: int, seconds: float) -> None:
+        check_output(target, args.records, exactly_once=side.endswith("-eo"))
+        print(json.dumps({"round": r, "side": side, "s": round(seconds, 2)}),
+              file=sys.stderr, flush=True)
+
     try:
         create_topics([source], args.partitions)
         fill(source, args.records)
-        order = list(starts)
-        for r in range(-1, args.repeat):
-            for side in order[r % len(order):] + order[:r % len(order)]:
-                target = fresh_topic("gs-bench-brk-out")
-                topics.append(target)
-                create_topics([target], args.partitions)
-                with tempfile.TemporaryDirectory(prefix="gs-bench-ck-") as ck:
-                    began = time.perf_counter()
-                    started = starts[side](target, ck)
-                    job = None if hasattr(started, "awaitTermination") else started
-                    query = started if job is None else job.start(spark)
-                    query.awaitTermination()
-                    seconds = time.perf_counter() - began
-                    if job is not None:
-                        job.close()
-                check_output(target, args.records, exactly_once=side.endswith("-eo"))
-                if r >= 0:
-                    times[side].append(seconds)
-                print(json.dumps({"round": r, "side": side, "s": round(seconds, 2)}),
-                      file=sys.stderr, flush=True)
+        times = warm_rounds(list(starts), run, repeat=args.repeat,
+                            partitions=args.partitions, topics=topics, after=after)
     finally:
         spark.stop()
         delete_topics(topics)

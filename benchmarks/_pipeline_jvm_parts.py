@@ -21,8 +21,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from benchmarks._pipeline_bench import (
     delete_topics,
     fill,
     fresh_topic,
+    warm_rounds,
 )
 
 KINDS = ("bare", "utf8", "where", "hidden8")
@@ -99,20 +98,14 @@ def main() -> int:
     spark = get_spark(app_name="bench-pipeline-jvm-parts")
     source = fresh_topic("gs-bench-parts-in")
     topics = [source]
-    times: dict[str, list[float]] = {k: [] for k in KINDS}
+    def run(kind: str, target: str, checkpoint: str) -> None:
+        _start(spark, source, target, checkpoint, kind).awaitTermination()
+
     try:
         create_topics([source], args.partitions)
         fill(source, args.records)
-        for r in range(-1, args.repeat):
-            for kind in KINDS[r % len(KINDS):] + KINDS[:r % len(KINDS)]:
-                target = fresh_topic("gs-bench-parts-out")
-                topics.append(target)
-                create_topics([target], args.partitions)
-                with tempfile.TemporaryDirectory(prefix="gs-bench-ck-") as checkpoint:
-                    began = time.perf_counter()
-                    _start(spark, source, target, checkpoint, kind).awaitTermination()
-                    if r >= 0:
-                        times[kind].append(time.perf_counter() - began)
+        times = warm_rounds(KINDS, run, repeat=args.repeat, partitions=args.partitions,
+                            topics=topics)
     finally:
         spark.stop()
         delete_topics(topics)

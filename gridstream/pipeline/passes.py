@@ -157,6 +157,15 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _row_failed(policy: _Policy, out: _Builder, row: int, where: _Where, stage: str,
+                exc: Exception) -> None:
+    """Row ``row``'s decode, step or encode raised: by the policy, an error row naming
+    the stage (a ``DecodeError`` names the deserializer that failed) or ``RecordError``."""
+    if isinstance(exc, DecodeError):
+        stage = exc.stage
+    policy.error(out, row, where[row], stage, _reason(exc), exc)
+
+
 def _finish(batch: pa.RecordBatch, out: _Builder, target: _Out,
             policy: _Policy, stage: str, where: _Where) -> pa.RecordBatch:
     """The output batch: visible values converted to Arrow (a row whose values do not
@@ -269,9 +278,7 @@ class ItemPass:
             except INFRASTRUCTURE:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure of user code is the row's
-                if isinstance(exc, DecodeError):  # names the deserializer that failed
-                    stage = exc.stage
-                policy.error(out, i, where[i], stage, _reason(exc), exc)
+                _row_failed(policy, out, i, where, stage, exc)
                 continue
             for row in rows:
                 out.add(row, i)
@@ -305,9 +312,7 @@ class ItemPass:
             except INFRASTRUCTURE:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure of user code is the row's
-                if isinstance(exc, DecodeError):  # names the deserializer that failed
-                    stage = exc.stage
-                policy.error(out, i, where[i], stage, _reason(exc), exc)
+                _row_failed(policy, out, i, where, stage, exc)
                 continue
             if row is not None:  # as ``_Builder.add``: a row of another width is a bug
                 for append, value in zip(appends, row, strict=True):
