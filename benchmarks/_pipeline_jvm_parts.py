@@ -98,6 +98,7 @@ def main() -> int:
     spark = get_spark(app_name="bench-pipeline-jvm-parts")
     source = fresh_topic("gs-bench-parts-in")
     topics = [source]
+
     def run(kind: str, target: str, checkpoint: str) -> None:
         _start(spark, source, target, checkpoint, kind).awaitTermination()
 
