@@ -18,6 +18,7 @@ __all__ = [
     "KafkaClientError",
     "LogCorruptedError",
     "MirrorError",
+    "NewSchemaError",
     "OperationLogError",
     "PositionLostError",
     "RecordError",
@@ -89,6 +90,11 @@ class LogCorruptedError(OperationLogError):
 
 class CodecError(GridstreamError):
     """A value could not be encoded or decoded by the chosen codec."""
+
+
+class NewSchemaError(CodecError):
+    """A record's schema id was not in the plan its query started with (decoding in the
+    JVM): the flow re-plans from its checkpoint with the id added."""
 
 
 class MirrorError(GridstreamError):

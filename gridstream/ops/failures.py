@@ -115,6 +115,9 @@ class Failure:
         self.java = java or ""
         self.transient = is_transient(error, self.java)
         self.waiting = isinstance(error, NotYet)
+        named = _named(error, self.java)
+        self.replan = named is not None and issubclass(named, errors.NewSchemaError)
+        """A re-plan reads it (``gridstream.pipeline.serde._avro_jvm``)."""
         self.line = str(error) if self.waiting else describe(error, self.java)
 
     def hint(self) -> str:

@@ -150,7 +150,7 @@ class KafkaSource(Source):
                          F.lit("]@"), F.col("offset").cast("string"))
         base = raw.select("key", "value", *meta, F.col("timestamp").alias("_gs_ts"),
                           where.alias("_gs_where"))
-        decoded = decode_columns(base, self.key_de, self.value_de)
+        decoded = decode_columns(base, self.key_de, self.value_de, topics=self.topics)
         hidden = [c for c in decoded.df.columns if c.startswith("_gs_")]
         notes = ("jvm: kafka source", *decoded.notes)
         if decoded.decode is not None:  # some side decodes in Python, at the pass's head
@@ -252,25 +252,39 @@ class KafkaSink(Sink):
 
         if self.key_fn is not None or self.value_fn is not None:
             return None
+        from pyspark.sql.types import _parse_datatype_string
+
         names = [c for c in flow.df.columns if not c.startswith("_gs_")]
-        no_key = F.lit(None).cast("binary")
         types = {f.name: f.dataType.simpleString() for f in flow.df.schema.fields}
+        errors: list[Column] = []
 
         def jvm(ser: serde.Serializer, column: str) -> Column | None:
-            if ser.jvm_type is None or types.get(column) != ser.jvm_type:
+            if ser.jvm_type is None or types.get(column) != _parse_datatype_string(
+                    ser.jvm_type).simpleString():
                 return None  # no JVM form for this type: the Python pass encodes
+            error = ser.jvm_errors(F.col(column))
+            if error is not None:
+                errors.append(error)
             return ser.jvm(F.col(column), self.topic)
 
         if flow.item == "entry" or (flow.item == "row" and set(names) == {"key", "value"}):
             key_bytes, value_bytes = jvm(self.key_ser, "key"), jvm(self.value_ser, "value")
         elif flow.item == "value" or (flow.item == "row" and names == ["value"]):
-            key_bytes, value_bytes = no_key, jvm(self.value_ser, "value")
+            key_bytes, value_bytes = F.lit(None).cast("binary"), jvm(self.value_ser, "value")
         else:
             return None
         if key_bytes is None or value_bytes is None:
             return None
         hidden = [c for c in flow.df.columns if c.startswith("_gs_")]
-        return flow.df.select(key_bytes.alias("key"), value_bytes.alias("value"), *hidden)
+        df = flow.df
+        if errors:  # a row that cannot be encoded goes to the error policy, not to to_avro
+            error = F.coalesce(F.col("_gs_error"), *errors)
+            stage = F.when(F.col("_gs_error").isNull() & error.isNotNull(),
+                           F.lit("encode")).otherwise(F.col("_gs_stage"))
+            df = df.withColumns({"_gs_error": error, "_gs_stage": stage})
+            fine = F.col("_gs_error").isNull()
+            key_bytes, value_bytes = F.when(fine, key_bytes), F.when(fine, value_bytes)
+        return df.select(key_bytes.alias("key"), value_bytes.alias("value"), *hidden)
 
     def producer_options(self) -> dict[str, str]:
         """Spark Kafka sink options (secrets unwrapped: never print)."""

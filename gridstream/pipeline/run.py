@@ -246,8 +246,9 @@ class PipelineJob:
         self._failure = None
         self._query = None
         checkpoint = self.options.checkpoint
-        if checkpoint is None:
-            self._temporary = checkpoint = tempfile.mkdtemp(prefix=f"gs-{self.name}-")
+        if checkpoint is None:  # a re-plan resumes from the one it had
+            checkpoint = self._temporary = self._temporary or tempfile.mkdtemp(
+                prefix=f"gs-{self.name}-")
         context = self.context(checkpoint)
         try:
             real_time = is_real_time(self.options.trigger)
@@ -280,6 +281,19 @@ class PipelineJob:
         if query is not None and query.isActive:
             with contextlib.suppress(Exception):
                 query.stop()
+
+    def replan(self, failure: str) -> bool:
+        """After a ``NewSchemaError`` (its text ``failure``): the source's deserializers
+        learn the ids it names for the next start's plan; False when they knew them all
+        (a re-plan would fail the same)."""
+        from gridstream.pipeline.serde._avro_jvm import learned_ids
+
+        new = False
+        for side in ("key", "value"):
+            learn = getattr(getattr(self.source, f"{side}_de", None), "learn", None)
+            if learn is not None and learn(learned_ids(failure, side)):
+                new = True
+        return new
 
     @property
     def restartable(self) -> bool:

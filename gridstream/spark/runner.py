@@ -194,7 +194,7 @@ class PipelineRunner:
             if self._stop.is_set():
                 return
             query = flow.query
-            if flow.state in ("restarting", "waiting"):
+            if flow.state in ("restarting", "waiting", "replanning"):
                 if flow.restart_at is not None and now >= flow.restart_at:
                     if flow.state == "restarting":
                         self.monitor.restarted(flow.pipeline.name)
@@ -249,6 +249,12 @@ class PipelineRunner:
         name = flow.pipeline.name
         failure = Failure(name, error, java)
         if failure.waiting and self._wait(flow, failure):
+            return
+        replan = getattr(flow.pipeline, "replan", None)
+        if failure.replan and replan is not None and replan(f"{error}\n{java}"):
+            flow.state, flow.restart_at = "replanning", time.monotonic()  # not a restart
+            self.say(f"{name}: {failure.line}; re-planning from the checkpoint")
+            self.monitor.state(name, "restarting", failure.line, time.time())
             return
         where = ""
         if self.log is not None:

@@ -4,9 +4,10 @@ Bytes: magic byte 0, the writer schema's registry id (4 bytes, big-endian), the 
 binary body — what confluent-kafka's ``AvroSerializer`` / ``AvroDeserializer`` and
 Confluent's Java serializers write and read.
 
-Decoding runs in Python (fastavro): this Spark has no ``from_avro`` (the spark-avro
-module is not on the classpath). A record's writer schema is looked up by id (cached),
-so ids registered while a pipeline runs decode without a restart. With a declared
+With a declared record reader schema a source's records decode in the JVM
+(``_avro_jvm``: Spark's ``from_avro``, a branch per writer schema id); otherwise in Python
+(fastavro), where a record's writer schema is looked up by id (cached), so ids registered
+while a pipeline runs decode without a re-plan. With a declared
 reader schema (``key.schema`` / ``value.schema``) records are read with Avro schema
 resolution (fields the writer lacks take the reader's default; a writer field the reader
 lacks goes to ``_extra`` as JSON text, or is dropped with ``unknown.fields=drop``); a
@@ -16,18 +17,28 @@ writer schema the reader cannot resolve is a decode error naming both.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from gridstream.errors import CodecError, ConfigError
+from gridstream.pipeline.serde._avro_jvm import (
+    AvroPlan,
+    known_subjects,
+    plan_columns,
+    staged_column,
+    writer_extra,
+)
 from gridstream.pipeline.serde._avro_types import avro_ddl
 from gridstream.pipeline.serde._base import Deserializer, Serializer, unknown_fields
 from gridstream.protocol.confluent import HEADER, SchemaIds, frame, strategy, subject_name, unframe
 from gridstream.protocol.registry import Registry, SchemaRegistryClientRegistry, redacted_url
 from gridstream.protocol.values import wire_default
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 __all__ = ["AvroDeserializer", "AvroSerializer", "AvroSettings", "load_schema"]
 
@@ -171,6 +182,9 @@ class AvroDeserializer(_Lazy, Deserializer):
         declared = settings.declared
         self.ddl = None if declared is None else avro_ddl(
             declared, extra=settings.unknown == "extra")
+        self._topics: tuple[str, ...] | None = None
+        self._learned: set[int] = set()
+        self._plan: AvroPlan | None = None
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any], *, is_key: bool,
@@ -179,6 +193,66 @@ class AvroDeserializer(_Lazy, Deserializer):
 
     def __repr__(self) -> str:
         return f"AvroDeserializer({self.side}, {self.settings!r})"
+
+    def for_topics(self, topics: Sequence[str] | None) -> None:
+        self._topics = None if topics is None else tuple(topics)
+
+    def learn(self, ids: set[int]) -> bool:
+        """Ids a ``NewSchemaError`` named, for the next plan; False when none is new."""
+        new = ids - self._learned
+        self._learned |= new
+        return bool(new)
+
+    def prepare(self) -> None:
+        """On the driver, before the query: the JVM plan, or why there is none."""
+        self._plan, self.why_python = None, ""
+        reader, settings = self.settings.declared, self.settings
+        if not isinstance(reader, dict) or reader.get("type") != "record" or self.ddl is None:
+            self.why_python = (f"no declared {self.side}.schema" if reader is None else
+                               f"the declared {self.side}.schema is not a record")
+            return
+        subjects = known_subjects(settings.strategy, self._topics, reader,
+                                  is_key=self.is_key)
+        if subjects is None:
+            self.why_python = "topics by pattern: the subjects are not known before the query"
+            return
+        plan = AvroPlan(self.side, reader, self.ddl, settings.unknown == "extra",
+                        subjects=subjects)
+        for subject in subjects:
+            for _version, schema_id, text in self.registry.versions(subject):
+                plan.writers[schema_id] = text
+        for schema_id in sorted(self._learned - set(plan.writers)):
+            found = self.registry.schema(schema_id)
+            if found is None:
+                plan.missing.add(schema_id)
+            else:
+                plan.writers[schema_id] = found
+        if plan.extra:
+            wider = sorted(i for i, text in plan.writers.items()
+                           if writer_extra(reader, orjson.loads(text)))
+            if wider:
+                ids = ", ".join(map(str, wider))
+                self.why_python = (f"schema id{'s' if len(wider) > 1 else ''} {ids} "
+                                   f"{'have' if len(wider) > 1 else 'has'} fields the "
+                                   f"declared {self.side}.schema lacks, which "
+                                   "unknown.fields=extra keeps in _extra")
+                return
+        self._plan = plan
+
+    def _staged_name(self) -> str:
+        return f"_gs_avro_{self.side}"
+
+    def staged(self, raw: Column) -> dict[str, Column]:
+        found = None if self._plan is None else staged_column(raw, self._plan)
+        return {} if found is None else {self._staged_name(): found}
+
+    def jvm(self, raw: Column) -> tuple[Column, Column | None] | None:
+        if self._plan is None:
+            return None
+        from pyspark.sql import functions as F  # noqa: N812
+
+        found = F.col(self._staged_name()) if self._plan.writers else None
+        return plan_columns(raw, found, self._plan)
 
     def _writer(self, schema_id: int) -> _Reader:
         found = self._cache_writers.get(schema_id)
@@ -252,6 +326,11 @@ class AvroSerializer(_Lazy, Serializer):
                               "record's name names the subject)")
         self._cache_ids: dict[str, SchemaIds] = {}
         self._cache_writers: dict[tuple[str, str], tuple[bytes, Any]] = {}
+        declared = settings.declared
+        record = isinstance(declared, dict) and declared.get("type") == "record"
+        # the JVM writes a declared record schema (use.latest.version reads the registry's)
+        self.jvm_type = avro_ddl(declared, extra=False) if (
+            record and not settings.use_latest) else None
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any], *, is_key: bool,
@@ -301,6 +380,41 @@ class AvroSerializer(_Lazy, Serializer):
             self._cache_writers.clear()
         found = self._cache_writers[key] = (frame(schema_id), parsed)
         return found
+
+    def jvm(self, col: Column, topic: str | None = None) -> Column | None:
+        """``to_avro`` with the declared schema after its 5-byte header (the schema
+        registered, or looked up, on the driver: None when the subject lacks it)."""
+        if self.jvm_type is None or topic is None:
+            return None
+        from pyspark.sql import functions as F  # noqa: N812
+        from pyspark.sql.avro.functions import to_avro
+
+        declared = self.settings.declared
+        text = orjson.dumps(declared).decode()
+        subject = subject_name(self.settings.strategy, topic, declared, is_key=self.is_key)
+        schema_id = self._ids(subject, text)
+        if schema_id is None:
+            return None
+        return F.when(col.isNotNull(), F.concat(F.lit(frame(schema_id)), to_avro(col, text)))
+
+    def jvm_errors(self, col: Column) -> Column | None:
+        """A null in a field the declared record does not allow null (top-level fields;
+        a nested one fails the query, as Spark's ``to_avro`` does)."""
+        from pyspark.sql import functions as F  # noqa: N812
+
+        declared = self.settings.declared
+        if self.jvm_type is None or not isinstance(declared, dict):
+            return None
+        error: Any = None
+        for spec in declared.get("fields", ()):
+            kind = spec.get("type")
+            if kind == "null" or isinstance(kind, list) and "null" in kind:
+                continue
+            name = spec["name"]
+            why = F.lit(f"{self.side} does not fit its Avro schema: field {name!r} is null")
+            hit = col.isNotNull() & col[name].isNull()
+            error = F.when(hit, why) if error is None else error.when(hit, why)
+        return error  # type: ignore[no-any-return]
 
     def _ids(self, subject: str, text: str) -> int | None:
         if not self.settings.auto_register:

@@ -7,7 +7,7 @@ Objects are picklable (shipped to the executors) and open their clients lazily.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,6 +31,10 @@ class Deserializer(ABC):
     """The Spark type of the decoded value when it is fixed (``string``, ``bigint``, a
     declared struct), else None (any Python object: JSON without a declared schema)."""
 
+    why_python: str = ""
+    """Why ``jvm`` gave None (for ``describe``), when there is more to say than that this
+    format has no JVM form."""
+
     def __init__(self, *, is_key: bool) -> None:
         self.is_key = is_key
 
@@ -40,6 +44,15 @@ class Deserializer(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.side})"
+
+    def for_topics(self, topics: Sequence[str] | None) -> None:
+        """The source's topics (None: a pattern), told before ``prepare``."""
+        return None
+
+    def staged(self, raw: Column) -> dict[str, Column]:
+        """Columns computed in a projection before ``jvm``'s, which read them (an
+        expensive decode both its columns need: computed once a row)."""
+        return {}
 
     def jvm(self, raw: Column) -> tuple[Column, Column | None] | None:
         """The JVM decode of the binary column ``raw``: (decoded column, error column —
@@ -80,6 +93,11 @@ class Serializer(ABC):
 
     def jvm(self, col: Column, topic: str | None = None) -> Column | None:
         """The JVM encode of ``col`` (of type ``jvm_type``) to binary, or None."""
+        return None
+
+    def jvm_errors(self, col: Column) -> Column | None:
+        """The reason a row's ``col`` cannot be encoded by ``jvm`` (null when it can), for
+        the error policy; None when every value of ``jvm_type`` encodes."""
         return None
 
     @abstractmethod

@@ -8,6 +8,7 @@ A row that does not decode keeps flowing with ``_gs_error`` (the reason) and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -83,9 +84,11 @@ def _first(*errors: tuple[Column | None, str]) -> tuple[Column, Column]:
     return error, stage
 
 
-def decode_columns(df: DataFrame, key: Deserializer, value: Deserializer) -> Decoded:
-    """Decode ``df``'s binary ``key`` and ``value`` columns (a Kafka source's); see
-    ``Decoded``. An ``_gs_error`` already set on a row is kept."""
+def decode_columns(df: DataFrame, key: Deserializer, value: Deserializer, *,
+                   topics: Sequence[str] | None = None) -> Decoded:
+    """Decode ``df``'s binary ``key`` and ``value`` columns (a Kafka source's, of
+    ``topics``: None for a pattern); see ``Decoded``. An ``_gs_error`` already set on a
+    row is kept."""
     from pyspark.sql import functions as F  # noqa: N812
 
     columns = set(df.columns)
@@ -93,12 +96,19 @@ def decode_columns(df: DataFrame, key: Deserializer, value: Deserializer) -> Dec
     errors: list[tuple[Column | None, str]] = []
     python: dict[str, Deserializer | None] = {"key": None, "value": None}
     notes = []
+    staged: dict[str, Column] = {}
     for column, deser in (("key", key), ("value", value)):
+        deser.for_topics(topics)
         deser.prepare()
+        staged.update(deser.staged(F.col(column)))
+    if staged:
+        df = df.withColumns(staged)
+    for column, deser in (("key", key), ("value", value)):
         form = deser.jvm(F.col(column))
         if form is None:
             python[column] = deser
-            notes.append(f"{column}: {deser.name} in Python")
+            why = f" ({deser.why_python})" if deser.why_python else ""
+            notes.append(f"{column}: {deser.name} in Python{why}")
             continue
         decoded, error = form
         out[column] = decoded
@@ -118,7 +128,7 @@ def decode_columns(df: DataFrame, key: Deserializer, value: Deserializer) -> Dec
     for column in ("key", "value"):
         if column in out:
             out[column] = F.when(error.isNull(), out[column])
-    result = df.withColumns(out)
+    result = df.withColumns(out).drop(*staged)
     decode = None if python["key"] is None and python["value"] is None else \
         PythonDecode(python["key"], python["value"])
     return Decoded(result, decode, tuple(notes))

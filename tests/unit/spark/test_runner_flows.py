@@ -301,3 +301,48 @@ def test_a_stop_during_a_pass_judges_no_query(tmp_path: Path) -> None:
     assert flow.starts == 1
     assert "FAILED" not in out.getvalue() and "restart" not in out.getvalue()
     assert "stopping (Ctrl-C)" in out.getvalue()
+
+
+JAVA_NEW_SCHEMA = ("[STREAM_FAILED] Query terminated with exception: [USER_RAISED_EXCEPTION] "
+                   "gridstream.errors.NewSchemaError: value: schema id {id} is not in the "
+                   "plan the query started with (ids 1 of t-value): re-planning reads it "
+                   "SQLSTATE: P0001\n\tat org.apache.spark.Foo(Foo.java:1)\n")
+
+
+class Replanning(Flow):
+    """A flow that learns the schema ids a failure names (``PipelineJob.replan``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.learned: set[int] = set()
+
+    def replan(self, failure: str) -> bool:
+        from gridstream.pipeline.serde._avro_jvm import learned_ids
+
+        new = learned_ids(failure, "value") - self.learned
+        self.learned |= new
+        return bool(new)
+
+
+def test_a_new_schema_id_re_plans_at_once_without_a_restart_policy(tmp_path: Path) -> None:
+    """A ``NewSchemaError`` restarts the flow at once, counted as no restart and with
+    no policy; the same id named again (the plan could not take it) fails the flow."""
+    flow = Replanning("avro", [Query(active=False, error=JAVA_NEW_SCHEMA.format(id=7)),
+                               Query(active=False, error=JAVA_NEW_SCHEMA.format(id=9)),
+                               Query(active=False)])
+    runner, out = _runner([flow], tmp_path)
+    assert Failure("avro", None, JAVA_NEW_SCHEMA.format(id=7)).replan
+    assert not Failure("avro", None, JAVA_TIMEOUT).replan
+    assert runner.run() == 0
+    assert flow.starts == 3 and flow.learned == {7, 9}
+    lines = [line for line in out.getvalue().splitlines() if "re-planning" in line]
+    assert len(lines) == 2 and lines[0].startswith(
+        "avro: NewSchemaError: value: schema id 7 is not in the plan")
+    assert lines[0].endswith("; re-planning from the checkpoint")
+    assert runner.monitor.status()["flows"][0]["restarts"] == 0
+
+    again = Replanning("avro", [Query(active=False, error=JAVA_NEW_SCHEMA.format(id=7))])
+    again.learned = {7}
+    runner, out = _runner([again], tmp_path)
+    assert runner.run() == 1 and again.starts == 1
+    assert "avro: FAILED: NewSchemaError: value: schema id 7" in out.getvalue()
