@@ -224,7 +224,7 @@ class Pipeline:
 
     def job(self, guarantee: Guarantee | str = Guarantee.NONE, checkpoint: str | None = None,
             trigger: str | None = None, *, errors: str = "fail",
-            dead_letter_topic: str | None = None, checkpoint_interval: str = "5 seconds",
+            dead_letter_topic: str | None = None, checkpoint_interval: str | None = None,
             allowed_modules: tuple[str, ...] = (),
             real_time_python: bool = False) -> PipelineJob:
         """The pipeline as a ``Runnable`` for ``PipelineRunner`` (not started)."""
@@ -239,7 +239,7 @@ class Pipeline:
     def run(self, guarantee: Guarantee | str = Guarantee.NONE, checkpoint: str | None = None,
             trigger: str | None = None, *, errors: str = "fail",
             dead_letter_topic: str | None = None,
-            checkpoint_interval: str = "5 seconds", real_time_python: bool = False) -> None:
+            checkpoint_interval: str | None = None, real_time_python: bool = False) -> None:
         """Run until Ctrl-C (or, with ``trigger="available_now"``, until the input is
         read), printing a line per batch; raises the error that failed the query."""
         from gridstream.pipeline.run import run_jobs

@@ -74,7 +74,8 @@ class RunContext:
     """Spark Kafka options (``kafka.bootstrap.servers``, ...) to write dead letters with
     when the sink is not a Kafka sink of the same cluster (secrets: never print)."""
     checkpoint_interval: str = "5 seconds"
-    """Real-time mode: how often the checkpoint is written (at least 5 seconds)."""
+    """Real-time mode: the batch's length, how often the checkpoint is written (at
+    least 100 ms; ``PipelineJob`` sets it from the plan unless one was given)."""
 
 
 @dataclass(frozen=True)

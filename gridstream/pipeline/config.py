@@ -85,7 +85,7 @@ class ApiPipelineConfig(BaseModel):
     guarantee: Guarantee = Guarantee.NONE
     checkpoint: str | None = None
     trigger: str | None = None
-    checkpoint_interval: str = "5 seconds"
+    checkpoint_interval: str | None = None
     real_time_python: bool = False
     errors: Literal["fail", "log", "dead_letter"] = "fail"
     dead_letter_topic: str | None = None

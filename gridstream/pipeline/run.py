@@ -27,7 +27,15 @@ from gridstream.pipeline.base import Guarantee, RunContext
 from gridstream.pipeline.compile import Compiled, compile_chain, plan
 from gridstream.pipeline.errors import ERRORS
 from gridstream.pipeline.stateful import late_rows
-from gridstream.pipeline.streaming import OBSERVED, checkpoint_every, is_real_time, trigger_options
+from gridstream.pipeline.streaming import (
+    MIN_BATCH_CONF,
+    MIN_CHECKPOINT_INTERVAL_MS,
+    OBSERVED,
+    checkpoint_every,
+    is_real_time,
+    real_time_interval,
+    trigger_options,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,7 +53,8 @@ class RunOptions:
     trigger: str | None
     errors: str = "fail"
     dead_letter_topic: str | None = None
-    checkpoint_interval: str = "5 seconds"
+    checkpoint_interval: str | None = None
+    """Real-time mode's interval; None: ``real_time_interval``'s default for the plan."""
     allowed_modules: tuple[str, ...] = ()
     real_time_python: bool = False
     """Run Python passes in real-time mode although Spark's allow-list of real-time
@@ -55,7 +64,7 @@ class RunOptions:
     @classmethod
     def of(cls, guarantee: Guarantee | str, checkpoint: str | None, trigger: str | None, *,
            errors: str = "fail", dead_letter_topic: str | None = None,
-           checkpoint_interval: str = "5 seconds",
+           checkpoint_interval: str | None = None,
            allowed_modules: tuple[str, ...] = (),
            real_time_python: bool = False) -> RunOptions:
         try:
@@ -70,8 +79,9 @@ class RunOptions:
             raise ConfigError(f"errors {errors!r}: use one of {', '.join(ERRORS)}")
         if (errors == "dead_letter") != bool(dead_letter_topic):
             raise ConfigError("errors='dead_letter' needs dead_letter_topic (and only it)")
-        trigger_options(trigger, checkpoint_interval)  # a bad trigger is a ConfigError now
-        checkpoint_every(checkpoint_interval)  # and a bad interval, whatever the trigger
+        trigger_options(trigger)  # a bad trigger is a ConfigError now
+        if checkpoint_interval is not None:  # and a bad interval, whatever the trigger
+            checkpoint_every(checkpoint_interval)
         return cls(chosen, checkpoint, trigger, errors, dead_letter_topic,
                    checkpoint_interval, tuple(allowed_modules), real_time_python)
 
@@ -226,7 +236,9 @@ class PipelineJob:
         return RunContext(self.name, self.guarantee, checkpoint, self.options.trigger,
                           self.options.allowed_modules, self.options.errors,  # type: ignore[arg-type]
                           self.options.dead_letter_topic, self._dead_letter_options(),
-                          self.options.checkpoint_interval)
+                          real_time_interval(self.options.checkpoint_interval,
+                                             python=bool(self._compiled and
+                                                         self._compiled.python_passes)))
 
     def _dead_letter_options(self) -> dict[str, str]:
         for end in (self.sink, self.source):
@@ -262,6 +274,7 @@ class PipelineJob:
                                       f"default: Spark {_NOT_LISTED}")
                 if real_time and self._compiled.python_passes:
                     _check_allowlist_off(spark, self.name)
+                context = self.context(checkpoint)  # the real-time interval for this plan
                 self._query = self.sink.start(self._compiled.flow, context, self._on_batch)
                 if real_time:  # the settings stay until the query has read them
                     _await_sources(self._query)
@@ -298,7 +311,8 @@ class PipelineJob:
     @property
     def restartable(self) -> bool:
         """Whether a restart resumes it: only from a checkpoint of its own (a temporary
-        one starts over at ``startingOffsets``)."""
+        one is kept only until ``close``: the runner's restarts do not count on it; a
+        re-plan after ``NewSchemaError`` resumes from it)."""
         return self.options.checkpoint is not None
 
     def _on_batch(self, batch_id: int, counts: dict[str, Any]) -> None:
@@ -403,12 +417,14 @@ def _await_sources(query: StreamingQuery) -> None:
 def _real_time_conf(spark: SparkSession, real_time: bool, python: bool) -> Iterator[None]:
     """While a real-time query starts (its session clones the configuration then):
     Spark's V2 Kafka reader on (real-time mode reads Kafka only through it; gridstream's
-    sessions turn it off for micro-batches, ``gridstream.spark.session``), and with
-    ``python`` the operator allow-list check off."""
+    sessions turn it off for micro-batches, ``gridstream.spark.session``), Spark's floor
+    of the interval lowered to ours (``checkpoint_every`` checks it), and with ``python``
+    the operator allow-list check off."""
     if not real_time:
         yield
         return
-    settings = {_V1_READERS: "", **({_ALLOWLIST: "false"} if python else {})}
+    settings = {_V1_READERS: "", MIN_BATCH_CONF: str(MIN_CHECKPOINT_INTERVAL_MS),
+                **({_ALLOWLIST: "false"} if python else {})}
     before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)

@@ -14,18 +14,38 @@ if TYPE_CHECKING:
 
     from gridstream.pipeline.base import RunContext
 
-__all__ = ["OBSERVED", "REAL_TIME", "configure", "good_rows", "observed", "trigger_options"]
+__all__ = ["CHECKPOINT_INTERVAL", "MIN_BATCH_CONF", "OBSERVED", "PYTHON_CHECKPOINT_INTERVAL",
+           "REAL_TIME", "configure", "good_rows", "observed", "real_time_interval",
+           "trigger_options"]
 
 REAL_TIME = "real_time"
 OBSERVED = "gs_pipeline"
 """The name of the observed metrics (``rows``, ``errors``) of the rows reaching the sink."""
 
 
-MIN_CHECKPOINT_INTERVAL_MS = 5000
+CHECKPOINT_INTERVAL = "5 seconds"
+"""Real-time mode's batch (and checkpoint) interval when none is given and no Python
+pass runs: Spark's own minimum."""
+PYTHON_CHECKPOINT_INTERVAL = "100 milliseconds"
+"""The same with a Python pass: Spark's Python runner hands the pass's output on only
+when its socket stops taking input or the input ends, which in real-time mode is the end
+of the batch: a record waits up to the batch's length (``docs/pipeline-api.md``)."""
+MIN_CHECKPOINT_INTERVAL_MS = 100
 """Real-time mode writes its checkpoint at most this often."""
+MIN_BATCH_CONF = "spark.sql.streaming.realTimeMode.minBatchDuration"
+"""Spark's own floor of the real-time interval (5 s by default), lowered while a
+real-time query starts (``gridstream.pipeline.run``) so ours applies."""
 
 
-def trigger_options(trigger: str | None, checkpoint_interval: str = "5 seconds",
+def real_time_interval(given: str | None, *, python: bool) -> str:
+    """The interval a real-time query runs with: the one given, else the default for
+    its plan."""
+    if given is not None:
+        return given
+    return PYTHON_CHECKPOINT_INTERVAL if python else CHECKPOINT_INTERVAL
+
+
+def trigger_options(trigger: str | None, checkpoint_interval: str = CHECKPOINT_INTERVAL,
                     ) -> dict[str, Any]:
     """``DataStreamWriter.trigger`` keywords: ``{}`` (as fast as possible), processing
     time, ``availableNow``, or ``realTime`` (the interval only sets how often the
@@ -38,17 +58,18 @@ def trigger_options(trigger: str | None, checkpoint_interval: str = "5 seconds",
 
 
 def checkpoint_every(interval: str) -> str:
-    """``checkpoint_interval`` checked (a duration of at least 5 seconds) → Spark's
-    interval text (``"10000 milliseconds"``); ``ConfigError`` otherwise."""
+    """``checkpoint_interval`` checked (a duration of at least 100 milliseconds) →
+    Spark's interval text (``"10000 milliseconds"``); ``ConfigError`` otherwise."""
     try:
         parsed = parse_trigger(interval).get("processingTime")
     except ValueError:
         parsed = None
     if not isinstance(parsed, str):
         raise ConfigError(f"checkpoint_interval {interval!r}: use a duration such as "
-                          "'5 seconds' or '1 minute'")
+                          "'5 seconds' or '250 milliseconds'")
     if int(parsed.split()[0]) < MIN_CHECKPOINT_INTERVAL_MS:
-        raise ConfigError(f"checkpoint_interval {interval!r}: at least 5 seconds")
+        raise ConfigError(f"checkpoint_interval {interval!r}: at least "
+                          f"{MIN_CHECKPOINT_INTERVAL_MS} milliseconds")
     return parsed
 
 

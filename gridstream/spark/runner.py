@@ -71,6 +71,11 @@ class Runnable(Protocol):
     def close(self) -> None: ...
 
 
+MAX_REPLANS = 20
+"""Re-plans of a flow (a schema id its plan lacked) in a row without a batch: the next
+such failure fails it (bytes that carry ever new ids are not Avro of the topic's)."""
+
+
 class RestartPolicy:
     """How often a flow whose failure is transient is started again: after ``delay_s``,
     doubling at each attempt up to ``max_delay_s``, at most ``max_restarts`` times in a
@@ -98,6 +103,8 @@ class _Flow:
     query: StreamingQuery | None = None
     state: str = "starting"
     attempts: int = 0
+    replans: int = 0
+    """Re-plans since its last batch (``MAX_REPLANS``)."""
     restart_at: float | None = None
     last_said: float = 0.0
     started_at: float = 0.0
@@ -251,11 +258,16 @@ class PipelineRunner:
         if failure.waiting and self._wait(flow, failure):
             return
         replan = getattr(flow.pipeline, "replan", None)
-        if failure.replan and replan is not None and replan(f"{error}\n{java}"):
+        if (failure.replan and replan is not None and flow.replans < MAX_REPLANS
+                and replan(f"{error}\n{java}")):
+            flow.replans += 1
             flow.state, flow.restart_at = "replanning", time.monotonic()  # not a restart
             self.say(f"{name}: {failure.line}; re-planning from the checkpoint")
             self.monitor.state(name, "restarting", failure.line, time.time())
             return
+        if failure.replan and flow.replans >= MAX_REPLANS:
+            self.say(f"{name}: re-planned {flow.replans} times without a batch between: "
+                     "giving up")
         where = ""
         if self.log is not None:
             self.log.failure(failure)
@@ -306,6 +318,8 @@ class PipelineRunner:
                 self.monitor.progress(name, progress, lags)
             if batches or (flow.attempts and progress is not None):
                 flow.attempts = 0  # it got through a trigger: the next failure counts from 1
+            if batches:
+                flow.replans = 0
             if batches:
                 flow.last_said = now
                 if flow.state == "running":

@@ -16,6 +16,7 @@ writer schema the reader cannot resolve is a decode error naming both.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -222,9 +223,14 @@ class AvroDeserializer(_Lazy, Deserializer):
             for _version, schema_id, text in self.registry.versions(subject):
                 plan.writers[schema_id] = text
         for schema_id in sorted(self._learned - set(plan.writers)):
-            found = self.registry.schema(schema_id)
+            try:
+                found = self.registry.schema(schema_id)
+            except CodecError as exc:  # not an Avro schema
+                plan.refused[schema_id] = f"{self.side}: {exc}"
+                continue
             if found is None:
-                plan.missing.add(schema_id)
+                plan.refused[schema_id] = (f"{self.side}: schema id {schema_id} is unknown "
+                                           "to the registry")
             else:
                 plan.writers[schema_id] = found
         if plan.extra:
@@ -327,10 +333,13 @@ class AvroSerializer(_Lazy, Serializer):
         self._cache_ids: dict[str, SchemaIds] = {}
         self._cache_writers: dict[tuple[str, str], tuple[bytes, Any]] = {}
         declared = settings.declared
-        record = isinstance(declared, dict) and declared.get("type") == "record"
-        # the JVM writes a declared record schema (use.latest.version reads the registry's)
-        self.jvm_type = avro_ddl(declared, extra=False) if (
-            record and not settings.use_latest) else None
+        self.jvm_type = None
+        # the JVM writes a declared record schema (use.latest.version reads the
+        # registry's) that has a Spark type (not a recursive one, say)
+        if isinstance(declared, dict) and declared.get("type") == "record" and \
+                not settings.use_latest:
+            with contextlib.suppress(ConfigError):
+                self.jvm_type = avro_ddl(declared, extra=False)
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any], *, is_key: bool,
@@ -383,7 +392,8 @@ class AvroSerializer(_Lazy, Serializer):
 
     def jvm(self, col: Column, topic: str | None = None) -> Column | None:
         """``to_avro`` with the declared schema after its 5-byte header (the schema
-        registered, or looked up, on the driver: None when the subject lacks it)."""
+        registered, or looked up, on the driver); None when the subject lacks it or the
+        registry refuses it (the Python pass then makes each record an encode error)."""
         if self.jvm_type is None or topic is None:
             return None
         from pyspark.sql import functions as F  # noqa: N812
@@ -392,7 +402,10 @@ class AvroSerializer(_Lazy, Serializer):
         declared = self.settings.declared
         text = orjson.dumps(declared).decode()
         subject = subject_name(self.settings.strategy, topic, declared, is_key=self.is_key)
-        schema_id = self._ids(subject, text)
+        try:
+            schema_id = self._ids(subject, text)
+        except CodecError:  # refused: the Python pass makes each record an encode error
+            return None
         if schema_id is None:
             return None
         return F.when(col.isNotNull(), F.concat(F.lit(frame(schema_id)), to_avro(col, text)))

@@ -52,7 +52,9 @@ class AvroPlan:
     ddl: str
     extra: bool
     writers: dict[int, str] = field(default_factory=dict)
-    missing: set[int] = field(default_factory=set)
+    refused: dict[int, str] = field(default_factory=dict)
+    """Learned ids the JVM cannot decode → the error text of their rows (an id the
+    registry does not know, a schema that is not Avro)."""
     subjects: tuple[str, ...] = ()
 
     def describe(self) -> str:
@@ -113,9 +115,8 @@ def plan_columns(raw: Column, found: Column | None, plan: AvroPlan) -> tuple[Col
         F.substring(raw, 1, 1) != F.lit(b"\x00"), F.concat(
             F.lit(f"{side} is not Confluent-framed Avro: magic byte "),
             F.conv(F.hex(F.substring(raw, 1, 1)), 16, 10), F.lit(", 0 expected")))
-    for missing in sorted(plan.missing):
-        error = error.when(header == F.lit(frame(missing)),
-                           F.lit(f"{side}: schema id {missing} is unknown to the registry"))
+    for refused, reason in sorted(plan.refused.items()):
+        error = error.when(header == F.lit(frame(refused)), F.lit(reason))
     if found is not None:
         error = error.when(found.isNotNull() & found[OK_FIELD].isNull(), F.concat(
             F.lit(f"{side}: Avro body does not match schema id "), schema_id,

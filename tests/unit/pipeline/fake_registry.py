@@ -43,5 +43,10 @@ class FakeRegistry:
         return next((i for i in self.subjects.get(subject, [])
                      if self.schemas[i] == schema), None)
 
+    def versions(self, subject: str, after: int = 0) -> list[tuple[int, int, str]]:
+        self.calls.append(("versions", subject))
+        return [(n, i, self.schemas[i]) for n, i in enumerate(self.subjects.get(subject, []), 1)
+                if n > after]
+
     def close(self) -> None:
         self.calls.append(("close", None))

@@ -158,8 +158,29 @@ def test_real_time_writes_the_checkpoint_at_the_asked_interval() -> None:
     assert writer.calls["trigger"] == {"realTime": "30000 milliseconds"}
 
 
-@pytest.mark.parametrize("interval", ["1 second", "4999 ms", "available_now", "soon"])
-def test_a_checkpoint_interval_under_5_seconds_or_not_a_duration_is_refused(
+def test_real_time_runs_short_batches_by_default_only_with_a_python_pass() -> None:
+    """Spark hands a Python pass's output on at the end of a real-time batch: with one,
+    the default batch is 100 ms; without, Spark's 5 s; an interval given wins."""
+    from gridstream.pipeline.compile import Compiled
+    from gridstream.pipeline.streaming import configure
+
+    job = _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time",
+                          real_time_python=True)
+    for passes, expected in ((0, "5000 milliseconds"), (1, "100 milliseconds")):
+        job._compiled = Compiled(None, True, python_passes=passes)  # type: ignore[arg-type]
+        writer = _Writer()
+        configure(writer, job.context("/tmp/ck"))  # type: ignore[arg-type]
+        assert writer.calls["trigger"] == {"realTime": expected}
+    given = _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time",
+                            real_time_python=True, checkpoint_interval="2 seconds")
+    given._compiled = Compiled(None, True, python_passes=1)  # type: ignore[arg-type]
+    writer = _Writer()
+    configure(writer, given.context("/tmp/ck"))  # type: ignore[arg-type]
+    assert writer.calls["trigger"] == {"realTime": "2000 milliseconds"}
+
+
+@pytest.mark.parametrize("interval", ["99 ms", "0 seconds", "available_now", "soon"])
+def test_a_checkpoint_interval_under_100_ms_or_not_a_duration_is_refused(
         interval: str) -> None:
     with pytest.raises(ConfigError, match="checkpoint_interval"):
         _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time",

@@ -237,3 +237,59 @@ def test_avro_ddl() -> None:
         "`again`: string, `ts`: timestamp>")
     with pytest.raises(ConfigError, match="union"):
         avro_ddl(["long", "string"], extra=False)
+
+
+# ------------------------------------------------------------------ the JVM plan
+
+
+def test_the_jvm_plan_reads_the_topics_subjects_and_the_learned_ids() -> None:
+    """``prepare`` lists every version of the topics' subjects; ids a re-plan learned
+    join them (a schema of another subject), or become error rows (unknown, not Avro);
+    without topics, a declared schema or with extra fields kept, Python decodes and
+    says why."""
+    registry = FakeRegistry()
+    one = registry.register("logs-value", orjson.dumps(V1).decode())
+    two = registry.register("logs-value", orjson.dumps(V2).decode())
+    other = registry.register("other-value", orjson.dumps({**V2, "fields": [
+        *V2["fields"], {"name": "host", "type": "string", "default": "?"}]}).decode())
+    de = _de(registry, {"value.schema": orjson.dumps(V2).decode(), "unknown.fields": "drop"})
+    de.for_topics(["logs"])
+    de.prepare()
+    plan = de._plan
+    assert plan is not None and de.why_python == ""
+    assert sorted(plan.writers) == [one, two] and plan.subjects == ("logs-value",)
+    assert de.learn({other, 999}) and not de.learn({999})
+    de.prepare()
+    assert de._plan is not None and sorted(de._plan.writers) == [one, two, other]
+    assert de._plan.refused == {999: "value: schema id 999 is unknown to the registry"}
+
+    keep = _de(registry, {"value.schema": orjson.dumps(V2).decode()})  # extra kept
+    keep.for_topics(["logs"])
+    keep.learn({other})
+    keep.prepare()
+    assert keep._plan is None and keep.why_python == (
+        f"schema id {other} has fields the declared value.schema lacks, which "
+        "unknown.fields=extra keeps in _extra")
+    for more, topics, why in (({}, ["logs"], "no declared value.schema"),
+                              ({"value.schema": orjson.dumps(V2).decode()}, None,
+                               "topics by pattern: the subjects are not known before the "
+                               "query")):
+        python = _de(registry, more)
+        python.for_topics(topics)
+        python.prepare()
+        assert python._plan is None and python.why_python == why
+
+
+def test_the_jvm_encode_is_skipped_for_a_schema_spark_cannot_type_or_the_registry_refuses(
+        ) -> None:
+    """A recursive record has no Spark type and a refused schema no id: the Python
+    pass encodes (each record then an encode error, by the policy), the query starts."""
+    node = {"type": "record", "name": "Node", "fields": [
+        {"name": "v", "type": "long"}, {"name": "next", "type": ["null", "Node"]}]}
+    assert _ser(FakeRegistry(), {"value.schema": orjson.dumps(node).decode()}).jvm_type is None
+    refusing = FakeRegistry(refuse="service")
+    ser = _ser(refusing, {"value.schema": orjson.dumps(V1).decode()})
+    assert ser.jvm_type == avro_ddl(V1, extra=False)
+    assert ser.jvm(object(), "logs") is None  # type: ignore[arg-type]
+    with pytest.raises(CodecError, match="refused"):
+        ser.python("logs", {"service": "a", "n": 1})

@@ -346,3 +346,18 @@ def test_a_new_schema_id_re_plans_at_once_without_a_restart_policy(tmp_path: Pat
     runner, out = _runner([again], tmp_path)
     assert runner.run() == 1 and again.starts == 1
     assert "avro: FAILED: NewSchemaError: value: schema id 7" in out.getvalue()
+
+
+def test_re_plans_stop_after_max_replans_in_a_row(tmp_path: Path) -> None:
+    """Ever new ids without a batch between (bytes that are not the topic's Avro) fail
+    the flow after ``MAX_REPLANS`` re-plans instead of restarting it without end."""
+    from gridstream.spark.runner import MAX_REPLANS
+
+    plan = [Query(active=False, error=JAVA_NEW_SCHEMA.format(id=100 + i))
+            for i in range(MAX_REPLANS + 5)]
+    flow = Replanning("avro", plan)
+    runner, out = _runner([flow], tmp_path)
+    assert runner.run() == 1
+    assert flow.starts == MAX_REPLANS + 1
+    assert f"avro: re-planned {MAX_REPLANS} times without a batch between" in out.getvalue()
+    assert "avro: FAILED: NewSchemaError: value: schema id 120" in out.getvalue()
