@@ -69,6 +69,17 @@ def fresh_topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
+def send(producer: Producer, topic: str, value: bytes, key: bytes) -> None:
+    """``produce``, waiting while the producer's queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value, key)
+            break
+        except BufferError:
+            producer.poll(0.05)
+    producer.poll(0)
+
+
 def fill(topic: str, records: int) -> float:
     """Produce records ``0..records-1`` (idempotent, lz4); the seconds it took."""
     started = time.perf_counter()
@@ -76,13 +87,7 @@ def fill(topic: str, records: int) -> float:
                          "enable.idempotence": True, "compression.type": "lz4"})
     for i in range(records):
         key, value = record(i)
-        while True:
-            try:
-                producer.produce(topic, value, key)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
+        send(producer, topic, value, key)
     if producer.flush(60):
         raise AssertionError("records undelivered after 60 s")
     return time.perf_counter() - started

@@ -44,6 +44,7 @@ from benchmarks._pipeline_bench import (
     create_topics,
     delete_topics,
     fresh_topic,
+    send,
     warm_rounds,
 )
 from benchmarks._spark_bench import read_to_end
@@ -84,13 +85,7 @@ def _fill(json_topic: str, avro_topic: str, records: int) -> None:
         body.write(header)
         fastavro.schemaless_writer(body, parsed, value)
         for topic, data in ((json_topic, orjson.dumps(value)), (avro_topic, body.getvalue())):
-            while True:
-                try:
-                    producer.produce(topic, data, b"%d" % i)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        producer.poll(0)
+            send(producer, topic, data, b"%d" % i)
     if producer.flush(60):
         raise AssertionError("records undelivered after 60 s")
 

@@ -48,8 +48,9 @@ def real_time_interval(given: str | None, *, python: bool) -> str:
 def trigger_options(trigger: str | None, checkpoint_interval: str = CHECKPOINT_INTERVAL,
                     ) -> dict[str, Any]:
     """``DataStreamWriter.trigger`` keywords: ``{}`` (as fast as possible), processing
-    time, ``availableNow``, or ``realTime`` (the interval only sets how often the
-    checkpoint is written)."""
+    time, ``availableNow``, or ``realTime`` (the interval is a real-time batch's length:
+    how often the checkpoint is written and, with a Python pass, how long its output
+    waits at most)."""
     if trigger is None:
         return {}
     if trigger.strip().lower().replace("-", "_") == REAL_TIME:

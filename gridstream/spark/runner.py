@@ -320,7 +320,6 @@ class PipelineRunner:
                 flow.attempts = 0  # it got through a trigger: the next failure counts from 1
             if batches:
                 flow.replans = 0
-            if batches:
                 flow.last_said = now
                 if flow.state == "running":
                     self.monitor.state(name, "running")

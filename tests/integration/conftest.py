@@ -133,6 +133,25 @@ def registry_service() -> Iterator[LocalService]:
     yield from _ensure("registry")
 
 
+@pytest.fixture()
+def registry_url(registry_service: LocalService) -> str:
+    """The stack's registry (its Confluent-compatible API)."""
+    from gridstream.stack.registry import RegistryService
+
+    assert isinstance(registry_service, RegistryService)
+    return registry_service.url()
+
+
+@pytest.fixture()
+def client(registry_url: str) -> Iterator[Any]:
+    """A confluent-kafka ``SchemaRegistryClient`` of the stack's registry."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    registry = SchemaRegistryClient({"url": registry_url})
+    yield registry
+    registry.close()
+
+
 @pytest.fixture(scope="session")
 def spark(kafka_service: LocalService) -> Iterator[Any]:
     from gridstream.spark import get_spark

@@ -6,7 +6,6 @@ from __future__ import annotations
 import struct
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +20,6 @@ from gridstream.connect.converters import Converter, build_converter
 from gridstream.errors import CodecError, ConnectorError
 from gridstream.stack._process import find_java
 from gridstream.stack.artifacts import ensure_artifacts
-from gridstream.stack.registry import RegistryService
-from gridstream.stack.service import LocalService
-
-
-@pytest.fixture()
-def registry_url(registry_service: LocalService) -> str:
-    assert isinstance(registry_service, RegistryService)
-    return registry_service.url()
-
-
-@pytest.fixture()
-def client(registry_url: str) -> Iterator[SchemaRegistryClient]:
-    registry = SchemaRegistryClient({"url": registry_url})
-    yield registry
-    registry.close()
 
 
 def _topic() -> str:

@@ -20,16 +20,8 @@ from gridstream.errors import MirrorError
 from gridstream.mirror import InMemoryLog, KafkaSyncEndpoint, Mirror
 from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
 from gridstream.protocol.avro import AvroCodec, envelope_of_record
-from gridstream.stack.registry import RegistryService
-from gridstream.stack.service import LocalService
 
 MakeTopic = Callable[..., str]
-
-
-@pytest.fixture()
-def registry_url(registry_service: LocalService) -> str:
-    assert isinstance(registry_service, RegistryService)
-    return registry_service.url()
 
 
 def _type(topic: str, suffix: str) -> TypeDescriptor:

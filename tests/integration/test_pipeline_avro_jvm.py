@@ -9,7 +9,7 @@ import contextlib
 import datetime as dt
 import decimal
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,6 @@ from pyspark.errors import StreamingQueryException
 
 from gridstream.pipeline import Guarantee, KafkaSinks, KafkaSources, Pipeline
 from gridstream.pipeline.serde import decode_columns, deserializer
-from gridstream.stack.registry import RegistryService
-from gridstream.stack.service import LocalService
 from tests.integration.pipeline_helpers import produce, read
 
 V1 = {"type": "record", "name": "Log", "namespace": "gs.avro.jvm", "fields": [
@@ -31,19 +29,6 @@ V1 = {"type": "record", "name": "Log", "namespace": "gs.avro.jvm", "fields": [
 V2 = {**V1, "fields": [*V1["fields"],
                        {"name": "level", "type": ["null", "string"], "default": None}]}
 V3 = {**V2, "fields": [*V2["fields"], {"name": "host", "type": "string", "default": "?"}]}
-
-
-@pytest.fixture()
-def registry_url(registry_service: LocalService) -> str:
-    assert isinstance(registry_service, RegistryService)
-    return registry_service.url()
-
-
-@pytest.fixture()
-def client(registry_url: str) -> Iterator[SchemaRegistryClient]:
-    registry = SchemaRegistryClient({"url": registry_url})
-    yield registry
-    registry.close()
 
 
 def _avro(client: SchemaRegistryClient, schema: dict[str, Any], topic: str

@@ -20,27 +20,12 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from gridstream.errors import CodecError
 from gridstream.pipeline.serde import Decoded, decode_columns, deserializer, serializer
 from gridstream.pipeline.serde._columns import DecodeError
-from gridstream.stack.registry import RegistryService
-from gridstream.stack.service import LocalService
 
 V1 = {"type": "record", "name": "Log", "namespace": "gs.pipeline.test", "fields": [
     {"name": "service", "type": "string"}, {"name": "n", "type": "long"}]}
 V2 = {**V1, "fields": [*V1["fields"],
                        {"name": "level", "type": ["null", "string"], "default": None}]}
 OUT = "offset long, key string, value string, error string, stage string"
-
-
-@pytest.fixture()
-def registry_url(registry_service: LocalService) -> str:
-    assert isinstance(registry_service, RegistryService)
-    return registry_service.url()
-
-
-@pytest.fixture()
-def client(registry_url: str) -> Iterator[SchemaRegistryClient]:
-    registry = SchemaRegistryClient({"url": registry_url})
-    yield registry
-    registry.close()
 
 
 def _produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]]

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from confluent_kafka import Producer
 
 from gridstream.connect.record import H_STAGE
@@ -19,20 +18,12 @@ from gridstream.protocol import OperationEncoder
 from gridstream.protocol.avro import AvroCodec
 from gridstream.spark import PipelineConfig, StorePipeline, TypeRegistry
 from gridstream.spark.dead_letter import H_REASON
-from gridstream.stack.registry import RegistryService
-from gridstream.stack.service import LocalService
 from tests.integration.pipeline_helpers import read
 from tests.integration.spark_checks import check_delta, check_sql
 from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
 from tests.integration.test_spark_store_codecs import assert_same_content, sqlite_content
 
 OPS = 300
-
-
-@pytest.fixture()
-def registry_url(registry_service: LocalService) -> str:
-    assert isinstance(registry_service, RegistryService)
-    return registry_service.url()
 
 
 def _props(bootstrap: str, value: str = "ByteArrayDeserializer") -> dict[str, Any]:

@@ -19,18 +19,10 @@ from gridstream.protocol import OperationEncoder
 from gridstream.protocol.avro import AvroCodec, LocalSchemaRegistry
 from gridstream.spark import MalformedEnvelopeError, PipelineConfig, StorePipeline, TypeRegistry
 from gridstream.spark.dead_letter import H_OFFSET, H_REASON
-from gridstream.stack.registry import RegistryService
-from gridstream.stack.service import LocalService
 from tests.integration.spark_checks import check_delta, check_sql, delta_rows
 from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
 
 OPS = 400
-
-
-@pytest.fixture()
-def registry_url(registry_service: LocalService) -> str:
-    assert isinstance(registry_service, RegistryService)
-    return registry_service.url()
 
 
 def _pipeline(name: str, topics: list[str], tmp: Path, sink: dict[str, Any],

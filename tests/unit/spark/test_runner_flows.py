@@ -361,3 +361,26 @@ def test_re_plans_stop_after_max_replans_in_a_row(tmp_path: Path) -> None:
     assert flow.starts == MAX_REPLANS + 1
     assert f"avro: re-planned {MAX_REPLANS} times without a batch between" in out.getvalue()
     assert "avro: FAILED: NewSchemaError: value: schema id 120" in out.getvalue()
+
+
+def test_a_batch_between_re_plans_starts_their_count_again(tmp_path: Path) -> None:
+    from gridstream.spark.runner import MAX_REPLANS
+
+    class Batching(Replanning):
+        """Reports a batch on its start number ``at``."""
+
+        at = MAX_REPLANS + 1
+
+        def start(self, spark: Any) -> Query:
+            query = super().start(spark)
+            if self.starts == self.at:
+                self.reports.append(ConnectorReport(self.name, 0, 10, 7, 1, 1, 1, 0.5))
+            return query
+
+    plan = [Query(active=False, error=JAVA_NEW_SCHEMA.format(id=100 + i))
+            for i in range(MAX_REPLANS + 2)]
+    flow = Batching("avro", [*plan, Query(active=False)])
+    runner, out = _runner([flow], tmp_path)
+    assert runner.run() == 0, out.getvalue()
+    assert flow.starts == MAX_REPLANS + 3
+    assert "giving up" not in out.getvalue()
