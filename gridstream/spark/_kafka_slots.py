@@ -24,7 +24,7 @@ from gridstream.spark._producers import close_producer, new_producer
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["COLUMNS", "H1", "H2", "Marker", "MarkerScan", "SlotPlan", "SlotTxn",
+__all__ = ["COLUMNS", "H1", "H2", "Marker", "SlotPlan", "SlotTxn",
            "close_producer", "content_of", "decide", "marker_key", "marker_partition",
            "match_slots", "open_slot", "produce_waiting", "run_task",
            "transactional_id"]
@@ -320,39 +320,6 @@ class _MarkerReader:
                         "(a writer sharing the marker topic with a larger "
                         "transaction.timeout.ms?)")
         self.next_offset = max(high, start)
-
-
-class MarkerScan:
-    """The driver's view of one query's markers in every partition of the marker topic
-    (so markers are found whatever partition count they were written under)."""
-
-    def __init__(self, config: Mapping[str, Any], topic: str, query_id: str) -> None:
-        self.config, self.topic, self.query_id = config, topic, query_id
-        self.readers: dict[int, _MarkerReader] = {}
-
-    def markers(self, partitions: int, wait_s: float) -> dict[int, Marker]:
-        """``{slot: marker}``: the last committed marker of each slot of the query."""
-        found: dict[int, Marker] = {}
-        prefix = f"{self.query_id}/".encode()
-        for partition in range(partitions):
-            reader = self.readers.get(partition)
-            if reader is None:
-                reader = self.readers[partition] = _MarkerReader(
-                    self.config, self.topic, partition, prefix)
-            reader.read(wait_s)
-            for value in reader.values.values():
-                marker = Marker.decode(value)
-                if marker.query != self.query_id:
-                    continue
-                known = found.get(marker.slot)
-                if known is None or marker.batch > known.batch:  # stale: another partition
-                    found[marker.slot] = marker
-        return found
-
-    def close(self) -> None:
-        for reader in self.readers.values():
-            reader.close()
-        self.readers.clear()
 
 
 def _reader(plan: SlotPlan, slot: int) -> _MarkerReader:

@@ -64,7 +64,6 @@ from gridstream.spark._kafka_slots import (
     H1,
     H2,
     Marker,
-    MarkerScan,
     SlotPlan,
     decide,
     marker_partition,
@@ -72,6 +71,7 @@ from gridstream.spark._kafka_slots import (
     run_task,
     transactional_id,
 )
+from gridstream.spark._marker_scan import MarkerScan
 from gridstream.spark._producers import close_producer, new_producer
 from gridstream.spark.config import parse_trigger
 
