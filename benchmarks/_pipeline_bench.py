@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -150,6 +151,15 @@ def warm_rounds(sides: Sequence[str], run: Callable[[str, str, str], Callable[[]
             if r >= 0:
                 times[side].append(seconds)
     return times
+
+
+def summary(times: dict[str, list[float]], records: int, baseline: str) -> dict[str, Any]:
+    """A one-session benchmark's figures: each side's seconds, its median rate, and its
+    ratio to ``baseline``'s (``vs_<baseline>``)."""
+    med = {s: statistics.median(v) for s, v in times.items()}
+    return {"seconds": {s: [round(x, 2) for x in v] for s, v in times.items()},
+            "records_per_s": {s: round(records / m) for s, m in med.items()},
+            f"vs_{baseline}": {s: round(med[baseline] / m, 3) for s, m in med.items()}}
 
 
 def quix_python() -> Path:

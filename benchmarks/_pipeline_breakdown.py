@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from benchmarks._pipeline_bench import (
     delete_topics,
     fill,
     fresh_topic,
+    summary,
     warm_rounds,
 )
 from benchmarks._pipeline_side import _gridstream, _native
@@ -96,11 +96,8 @@ def main() -> int:
     finally:
         spark.stop()
         delete_topics(topics)
-    med = {s: statistics.median(v) for s, v in times.items()}
     print(json.dumps({"records": args.records, "partitions": args.partitions,
-                      "seconds": {s: [round(x, 2) for x in v] for s, v in times.items()},
-                      "records_per_s": {s: round(args.records / m) for s, m in med.items()},
-                      "vs_native": {s: round(med["native"] / m, 3) for s, m in med.items()}}))
+                      **summary(times, args.records, "native")}))
     return 0
 
 

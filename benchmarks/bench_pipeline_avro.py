@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -45,6 +44,7 @@ from benchmarks._pipeline_bench import (
     delete_topics,
     fresh_topic,
     send,
+    summary,
     warm_rounds,
 )
 from benchmarks._spark_bench import read_to_end
@@ -172,12 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         spark.stop()
         delete_topics(topics)
-    med = {s: statistics.median(v) for s, v in times.items()}
     print(json.dumps({"records": args.records, "partitions": args.partitions,
-                      "seconds": {s: [round(x, 2) for x in v] for s, v in times.items()},
-                      "records_per_s": {s: round(args.records / m) for s, m in med.items()},
-                      "vs_json": {s: round(med["json"] / m, 3) for s, m in med.items()},
-                      "runs": described}, indent=2))
+                      **summary(times, args.records, "json"), "runs": described}, indent=2))
     return 0
 
 

@@ -44,7 +44,11 @@ def kafka_bootstrap(kafka_service: LocalService) -> str:
 
 @pytest.fixture()
 def topic_factory(kafka_bootstrap: str) -> Iterator[Callable[..., str]]:
-    """``make_topic(partitions=3, **config) -> name``: uuid topics, deleted afterwards."""
+    """``make_topic(partitions=3, **config) -> name``: uuid topics, deleted afterwards.
+    They keep their records however old their timestamps (``retention.ms=-1`` unless
+    ``config`` says otherwise): tests write event times years back, and the broker's
+    7-day retention deletes such a segment whenever its check (every 5 min) comes
+    during the test."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
@@ -54,7 +58,8 @@ def topic_factory(kafka_bootstrap: str) -> Iterator[Callable[..., str]]:
         topic = name or f"gs-test-{uuid.uuid4().hex[:12]}"
         futures = admin.create_topics(
             [NewTopic(topic, num_partitions=partitions, replication_factor=1,
-                      config={k.replace("_", "."): str(v) for k, v in config.items()})]
+                      config={"retention.ms": "-1",
+                              **{k.replace("_", "."): str(v) for k, v in config.items()}})]
         )
         futures[topic].result(timeout=30)
         created.append(topic)
