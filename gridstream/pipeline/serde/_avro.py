@@ -229,8 +229,7 @@ class AvroDeserializer(_Lazy, Deserializer):
                 plan.refused[schema_id] = f"{self.side}: {exc}"
                 continue
             if found is None:
-                plan.refused[schema_id] = (f"{self.side}: schema id {schema_id} is unknown "
-                                           "to the registry")
+                plan.refused[schema_id] = self._unknown(schema_id)
             else:
                 plan.writers[schema_id] = found
         if plan.extra:
@@ -244,6 +243,9 @@ class AvroDeserializer(_Lazy, Deserializer):
                                    "unknown.fields=extra keeps in _extra")
                 return
         self._plan = plan
+
+    def _unknown(self, schema_id: int) -> str:
+        return f"{self.side}: schema id {schema_id} is unknown to the registry"
 
     def _staged_name(self) -> str:
         return f"_gs_avro_{self.side}"
@@ -266,18 +268,13 @@ class AvroDeserializer(_Lazy, Deserializer):
             return found
         text = self.registry.schema(schema_id)
         if text is None:
-            raise CodecError(f"{self.side}: schema id {schema_id} is unknown to the registry")
+            raise CodecError(self._unknown(schema_id))
         try:
             schema = orjson.loads(text)
         except orjson.JSONDecodeError as exc:
             raise CodecError(f"{self.side}: schema id {schema_id} is not JSON: {exc}") from exc
         parsed = _parse(schema, f"schema id {schema_id}", CodecError)
-        extra: tuple[str, ...] = ()
-        reader = self.settings.declared
-        if isinstance(reader, dict) and isinstance(schema, dict) and \
-                reader.get("type") == "record" and schema.get("type") == "record":
-            names = {f["name"] for f in reader.get("fields", ())}
-            extra = tuple(f["name"] for f in schema.get("fields", ()) if f["name"] not in names)
+        extra = writer_extra(self.settings.declared, schema)
         if len(self._cache_writers) >= _MAX_CACHED:
             self._cache_writers.clear()
         found = self._cache_writers[schema_id] = _Reader(parsed, extra)

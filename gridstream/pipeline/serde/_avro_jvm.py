@@ -67,9 +67,9 @@ def learned_ids(text: str, side: str) -> set[int]:
     return {int(number) for named, number in _NEW_ID.findall(text) if named == side}
 
 
-def writer_extra(reader: dict[str, Any], writer: Any) -> tuple[str, ...]:
-    """The writer's record fields the reader lacks."""
-    if not isinstance(writer, dict) or writer.get("type") != "record":
+def writer_extra(reader: Any, writer: Any) -> tuple[str, ...]:
+    """The writer's record fields the reader lacks (none unless both are records)."""
+    if not all(isinstance(s, dict) and s.get("type") == "record" for s in (reader, writer)):
         return ()
     names = {f["name"] for f in reader.get("fields", ())}
     return tuple(f["name"] for f in writer.get("fields", ()) if f["name"] not in names)
