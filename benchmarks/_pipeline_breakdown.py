@@ -1,16 +1,22 @@
 """Where the map pipeline's time goes, in ONE warm Spark session (not a whole-process
 timing): the same pre-filled topic read to its end (``available_now``) by
 
-- ``native``: Spark's Kafka source and sink, ``upper`` in SQL;
+- ``native``: Spark's Kafka source and sink, ``upper`` in SQL (Spark's default: the
+  whole backlog in one batch);
+- ``native-bounded``: the same with ``maxOffsetsPerTrigger`` the pipeline's default
+  bound (``MAX_OFFSETS_PER_TRIGGER``): as many batches as the pipeline runs;
 - ``bare_python``: the same query with the map in a hand-written ``mapInArrow`` pass (the
   values as Python bytes, ``upper``, back to Arrow: the least a per-row Python map
   costs, without decoding text);
-- ``gridstream-alo`` / ``gridstream-eo``: the pipeline API.
+- ``gridstream-alo`` / ``gridstream-eo``: the pipeline API (its default bound per batch);
+- ``gridstream-alo-unbounded``: the pipeline, ``max_offsets_per_trigger=None`` (one
+  batch, as ``native``).
 
 Each side runs once to warm up, then ``--repeat`` times in rotating order; the medians of
 the queries' wall times (start → end) are printed as JSON.
 
 Usage: python benchmarks/_pipeline_breakdown.py [--records 500000] [--repeat 2]
+  [--sides native,native-bounded,bare_python,gridstream-alo,gridstream-eo,...]
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from benchmarks._pipeline_bench import (
     warm_rounds,
 )
 from benchmarks._pipeline_side import _gridstream, _native
+from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 
 
 def _upper_batches(batches: Iterator[Any]) -> Iterator[Any]:
@@ -56,12 +63,20 @@ def _bare_python(spark: Any, source: str, target: str, checkpoint: str) -> Any:
             .trigger(availableNow=True).start())
 
 
+SIDES = ("native", "native-bounded", "bare_python", "gridstream-alo", "gridstream-eo",
+         "gridstream-alo-unbounded")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--sides", default=",".join(SIDES))
     args = parser.parse_args()
+    sides = args.sides.split(",")
+    if not set(sides) <= set(SIDES) or "native" not in sides:
+        parser.error(f"--sides: a list of {', '.join(SIDES)}, native among them")
     from gridstream.spark import get_spark
 
     spark = get_spark(app_name="bench-pipeline-breakdown")
@@ -69,11 +84,15 @@ def main() -> int:
     topics = [source]
     starts: dict[str, Callable[[str, str], Any]] = {
         "native": lambda t, ck: _native(spark, source, t, "available_now", ck),
+        "native-bounded": lambda t, ck: _native(spark, source, t, "available_now", ck,
+                                                MAX_OFFSETS_PER_TRIGGER),
         "bare_python": lambda t, ck: _bare_python(spark, source, t, ck),
         "gridstream-alo": lambda t, ck: _gridstream("gridstream-alo", source, t,
                                                     "available_now", ck),
         "gridstream-eo": lambda t, ck: _gridstream("gridstream-eo", source, t,
                                                    "available_now", ck),
+        "gridstream-alo-unbounded": lambda t, ck: _gridstream(
+            "gridstream-alo", source, t, "available_now", ck, bounded=False),
     }
 
     def run(side: str, target: str, checkpoint: str) -> Callable[[], Any] | None:
@@ -91,7 +110,7 @@ def main() -> int:
     try:
         create_topics([source], args.partitions)
         fill(source, args.records)
-        times = warm_rounds(list(starts), run, repeat=args.repeat,
+        times = warm_rounds(sides, run, repeat=args.repeat,
                             partitions=args.partitions, topics=topics, after=after)
     finally:
         spark.stop()

@@ -33,9 +33,15 @@ def upper_entry(kv: tuple[Any, Any]) -> tuple[Any, Any]:
     return kv[0], kv[1].upper()
 
 
-def _native(spark: Any, source: str, target: str, trigger: str, checkpoint: str) -> Any:
-    df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP)
-          .option("subscribe", source).option("startingOffsets", "earliest").load())
+def _native(spark: Any, source: str, target: str, trigger: str, checkpoint: str,
+            max_offsets: int | None = None) -> Any:
+    """``max_offsets``: Spark's ``maxOffsetsPerTrigger`` (None: Spark's default, every
+    available record in one batch)."""
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP)
+              .option("subscribe", source).option("startingOffsets", "earliest"))
+    if max_offsets is not None:
+        reader = reader.option("maxOffsetsPerTrigger", max_offsets)
+    df = reader.load()
     out = df.selectExpr("key", "CAST(upper(CAST(value AS STRING)) AS BINARY) AS value")
     writer = (out.writeStream.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP)
               .option("topic", target).option("checkpointLocation", checkpoint)
@@ -49,15 +55,20 @@ def _native(spark: Any, source: str, target: str, trigger: str, checkpoint: str)
     return writer.start()
 
 
-def _gridstream(side: str, source: str, target: str, trigger: str, checkpoint: str) -> Any:
+def _gridstream(side: str, source: str, target: str, trigger: str, checkpoint: str,
+                bounded: bool = True) -> Any:
+    """``bounded``: the Kafka source's default ``max_offsets_per_trigger`` (else None:
+    every available record in one batch, as Spark's own default)."""
     from gridstream.pipeline import Guarantee, KafkaSinks, KafkaSources, Pipeline
+    from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 
     props = {"bootstrap.servers": BOOTSTRAP, "key.deserializer": "StringDeserializer",
              "value.deserializer": "StringDeserializer", "auto.offset.reset": "earliest"}
     out_props = {"bootstrap.servers": BOOTSTRAP, "key.serializer": "StringSerializer",
                  "value.serializer": "StringSerializer"}
     p = Pipeline.create(name=f"bench-{Path(checkpoint).name}")
-    (p.read_from(KafkaSources.kafka(props, source))
+    bound = MAX_OFFSETS_PER_TRIGGER if bounded else None
+    (p.read_from(KafkaSources.kafka(props, source, max_offsets_per_trigger=bound))
       .map(upper_entry)
       .write_to(KafkaSinks.kafka(out_props, target)))
     guarantee = Guarantee.EXACTLY_ONCE if side == "gridstream-eo" else Guarantee.AT_LEAST_ONCE

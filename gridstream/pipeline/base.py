@@ -90,6 +90,13 @@ class Flow:
     ``CodecError`` for a row it cannot decode (the error policy takes the row)."""
     notes: tuple[str, ...] = field(default=())
     """What runs where (for ``describe``): e.g. ``"value: from_avro in the JVM"``."""
+    head: Callable[[Any], tuple[dict[str, list[Any]], dict[int, tuple[str, str]]]] | None = None
+    """A batch decode at the head of the next Python pass (``serde.ArrowDecode``): the
+    Arrow batch → its decoded columns as lists and the rows that did not decode."""
+    for_pass: Flow | None = None
+    """The same rows for a Python pass that comes first: left to that pass to decode
+    (``head``), the JVM's decode spared; the compiler takes it when a per-item step
+    follows the source."""
 
 
 class Source(ABC):

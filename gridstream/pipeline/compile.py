@@ -75,14 +75,15 @@ def _struct(ddl: str) -> StructType:
     return parsed
 
 
-def _with_hidden_struct(columns: StructType) -> StructType:
+def _with_hidden_struct(columns: StructType, without: set[str] | None = None) -> StructType:
     from pyspark.sql.types import StructType
 
     names = set(columns.fieldNames())
     clash = sorted(names & set(HIDDEN))
     if clash:
         raise ConfigError(f"column names starting with _gs_ are reserved: {', '.join(clash)}")
-    return StructType([*columns.fields, *_struct(HIDDEN_DDL).fields])
+    return StructType([*columns.fields, *(f for f in _struct(HIDDEN_DDL).fields
+                                          if f.name not in (without or ()))])
 
 
 def _arrow(schema: StructType) -> Any:
@@ -101,19 +102,26 @@ def compile_chain(flow: Flow, steps: tuple[Step, ...], sink: Sink, context: RunC
                   ) -> Compiled:
     """The flow the sink writes (see the module docstring)."""
     keep_raw = context.errors == "dead_letter"
-    flow = Flow(with_hidden(flow.df, keep_raw=keep_raw), flow.item, flow.decode, flow.notes)
+    groups = plan(steps)
+    if flow.for_pass is not None and groups and isinstance(groups[0][0], ItemStep):
+        flow = flow.for_pass  # the first pass decodes: no decode in the JVM before it
+    # a source that gives no error column cannot fail a row before the first pass
+    flawless = "_gs_error" not in flow.df.columns
+    flow = Flow(with_hidden(flow.df, keep_raw=keep_raw), flow.item, flow.decode, flow.notes,
+                flow.head)
     where = list(flow.notes)
     passes = 0
-    groups = plan(steps)
     for number, group in enumerate(groups, 1):
         first = group[0]
         if isinstance(first, ItemStep):
             items = [s for s in group if isinstance(s, ItemStep)]
             if number == len(groups):
-                return _tail(flow, items, sink, context, where, passes)
-            flow = _item_pass(flow, items, None, context)
+                return _tail(flow, items, sink, context, where, passes,
+                             flawless and number == 1)
+            names = _names(items, flow)
+            flow = _item_pass(flow, items, None, context, flawless and number == 1)
             passes += 1
-            where.append(f"python pass {passes}: {_names(items, flow)}")
+            where.append(f"python pass {passes}: {names}")
         elif isinstance(first, BatchStep):
             flow = _batch_pass(flow, first, context)
             passes += 1
@@ -127,18 +135,26 @@ def compile_chain(flow: Flow, steps: tuple[Step, ...], sink: Sink, context: RunC
             flow = Flow(with_hidden(flow.df, keep_raw=keep_raw), flow.item, flow.decode,
                         flow.notes)
             where.append(f"jvm: {first.label}" + (f" ({first.note})" if first.note else ""))
-    return _tail(flow, [], sink, context, where, passes)
+    return _tail(flow, [], sink, context, where, passes, flawless and not groups)
+
+
+def _decodes(flow: Flow) -> bool:
+    return flow.decode is not None or flow.head is not None
 
 
 def _names(items: list[ItemStep], flow: Flow) -> str:
-    head = ["decode"] if flow.decode is not None else []
+    head = ["decode"] if _decodes(flow) else []
     return ", ".join([*head, *(s.label for s in items)])
 
 
 def _item_pass(flow: Flow, items: list[ItemStep], sink: Sink | None,
-               context: RunContext) -> Flow:
+               context: RunContext, flawless: bool = False) -> Flow:
     """One fused pass; its output is the sink's columns (``sink``) or the rows of the
-    last schema among the steps (a structured flow)."""
+    last schema among the steps (a structured flow). Hidden columns that are null by
+    construction do not cross into Python: the error columns of a ``flawless`` input
+    (no row in error yet), and for the sink's pass the event time (nothing after it
+    reads it) and the raw bytes unless dead letters need them; they are null literals
+    again after the pass."""
     if sink is not None:
         columns = _struct(sink.columns())
         # a sink that gives its columns' values in order spares a dict per item
@@ -147,13 +163,19 @@ def _item_pass(flow: Flow, items: list[ItemStep], sink: Sink | None,
     else:
         columns, tail_stage = _items_schema(flow, items)
         tail = to_row(tuple(columns.fieldNames()))
-    schema = _with_hidden_struct(columns)
+    unread: set[str] = set()
+    if sink is not None:
+        unread.add("_gs_ts")
+        if context.errors != "dead_letter":
+            unread.update(("_gs_raw_key", "_gs_raw_value"))
+    absent = unread | ({"_gs_error", "_gs_stage"} if flawless else set())
+    schema = _with_hidden_struct(columns, without=unread)
     fused = ItemPass(pipeline=context.name, errors=context.errors, shape=flow.item,
-                     decode=flow.decode,
+                     decode=flow.decode, head=flow.head,
                      steps=[(s.kind, s.fn, s.label) for s in items],
                      tail=tail, tail_stage=tail_stage, schema=_arrow(schema))
-    df = flow.df.mapInArrow(fused, schema)
-    return Flow(df, "row" if sink is None else flow.item, None, flow.notes)
+    df = flow.df.drop(*absent).mapInArrow(fused, schema)
+    return Flow(with_hidden(df), "row" if sink is None else flow.item, None, flow.notes)
 
 
 class _Encoded:
@@ -195,17 +217,17 @@ def _batch_pass(flow: Flow, step: BatchStep, context: RunContext) -> Flow:
 
 
 def _tail(flow: Flow, items: list[ItemStep], sink: Sink, context: RunContext,
-          where: list[str], passes: int) -> Compiled:
+          where: list[str], passes: int, flawless: bool) -> Compiled:
     """The last group: fused with the sink's encode into one pass, or (no Python
     step, no Python decode) the sink's JVM encode when it has one."""
-    if not items and flow.decode is None:
+    if not items and not _decodes(flow):
         jvm = getattr(sink, "jvm_encode", None)
         encoded = jvm(flow) if jvm is not None else None
         if encoded is not None:
             where.append(f"jvm: encode for {sink.describe()}")
             return Compiled(Flow(encoded, flow.item, None, flow.notes), True, passes, where)
-    names = ", ".join([*(["decode"] if flow.decode is not None else []),
+    names = ", ".join([*(["decode"] if _decodes(flow) else []),
                        *(s.label for s in items), "encode"])
-    out = _item_pass(flow, items, sink, context)
+    out = _item_pass(flow, items, sink, context, flawless)
     where.append(f"python pass {passes + 1}: {names}")
     return Compiled(out, True, passes + 1, where)

@@ -160,7 +160,21 @@ class KafkaSource(Source):
         visible = {"entry": ["key", "value"], "value": ["value"],
                    "record": ["topic", "partition", "offset", "timestamp", "key", "value",
                               "headers"]}[self.projection]
-        return Flow(decoded.df.select(*visible, *hidden), self.projection, None, notes)
+        for_pass = None
+        if self.key_de.vectorized and self.value_de.vectorized:
+            # a Python pass that comes first decodes both sides itself, at once
+            raw_bytes = {"_gs_raw_key": F.col("key"), "_gs_raw_value": F.col("value")}
+            # the key too when only the value is seen: a key that is not UTF-8 is still
+            # an error row, as in the JVM
+            decoded_sides = visible if "key" in visible else ["key", *visible]
+            for_pass = Flow(base.withColumns(raw_bytes).select(*decoded_sides, *(
+                c for c in hidden if c in base.columns or c in raw_bytes)), self.projection,
+                notes=("jvm: kafka source", *(
+                    f"{side}: {de.name} in the Python pass (Arrow)"
+                    for side, de in (("key", self.key_de), ("value", self.value_de)))),
+                head=serde.ArrowDecode(self.key_de, self.value_de))
+        return Flow(decoded.df.select(*visible, *hidden), self.projection, None, notes,
+                    for_pass=for_pass)
 
 
 class _ItemDecode:

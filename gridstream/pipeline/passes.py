@@ -11,8 +11,10 @@ set, visible columns null) — or, under ``errors="fail"``, raise ``RecordError`
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,9 +34,28 @@ log = logging.getLogger("gridstream.pipeline")
 
 _COPIED = ("_gs_ts", "_gs_where", "_gs_raw_key", "_gs_raw_value")
 
+Head = Callable[["pa.RecordBatch"], tuple[dict[str, list[Any]], dict[int, tuple[str, str]]]]
+"""A pass's batch decode (``serde.ArrowDecode``): decoded columns, failed rows."""
+
 INFRASTRUCTURE = (RegistryError, GridError, KafkaClientError)
 """Failures of a service, not of the record: they stop the query (the checkpoint does
 not move past the batch) instead of becoming error rows."""
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while one batch is built: a batch's output rows
+    (bounded by Spark's Arrow batch size) live until the batch is converted, and each
+    young collection would scan them again (half the pass's time). Reference counting
+    still frees everything else at once; cycles are collected after the batch."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def to_row(names: Sequence[str]) -> Callable[[Any], list[Any]]:
@@ -106,27 +127,33 @@ class _Out:
 
 
 class _Builder:
-    """The output rows of one batch: visible values, input row index, error."""
+    """The output rows of one batch, in order: each row's visible values, its input row's
+    index, and (by output row) the reason and stage of the error rows."""
 
     def __init__(self, width: int) -> None:
-        self.values: list[list[Any]] = [[] for _ in range(width)]
+        self.width = width
+        self.rows: list[Sequence[Any]] = []
         self.source: list[int] = []
-        self.errors: list[str | None] = []
-        self.stages: list[str | None] = []
+        self.failed: dict[int, tuple[str, str]] = {}
+        self._empty = (None,) * width
 
     def add(self, row: Sequence[Any], source: int) -> None:
-        for column, value in zip(self.values, row, strict=True):
-            column.append(value)
+        self.rows.append(row)
         self.source.append(source)
-        self.errors.append(None)
-        self.stages.append(None)
 
     def add_error(self, source: int, reason: str, stage: str) -> None:
-        for column in self.values:
-            column.append(None)
+        self.failed[len(self.rows)] = (reason, stage)
+        self.rows.append(self._empty)
         self.source.append(source)
-        self.errors.append(reason)
-        self.stages.append(stage)
+
+    def columns(self) -> list[list[Any]]:
+        """The visible values by column; ``ValueError`` for a row of another width than
+        the schema's (a bug of the pass's tail, not an error row)."""
+        if not self.rows:
+            return [[] for _ in range(self.width)]
+        if len(self.rows[0]) != self.width:
+            raise ValueError(f"a row of {len(self.rows[0])} values for {self.width} columns")
+        return [list(column) for column in zip(*self.rows, strict=True)]
 
 
 class _Policy:
@@ -173,33 +200,40 @@ def _finish(batch: pa.RecordBatch, out: _Builder, target: _Out,
     import pyarrow as pa
 
     visible = [f for f in target.schema if f.name not in HIDDEN]
-    if any(misfits(v, f.type) for v, f in zip(out.values, visible, strict=True)):
-        _mark_unfit(out, visible, policy, stage, where)  # values Arrow would convert
+    values = out.columns()
+    if any(misfits(v, f.type) for v, f in zip(values, visible, strict=True)):
+        _mark_unfit(out, values, visible, policy, stage, where)  # values Arrow would convert
     try:
-        arrays = [pa.array(v, type=f.type) for v, f in zip(out.values, visible, strict=True)]
+        arrays = [pa.array(v, type=f.type) for v, f in zip(values, visible, strict=True)]
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
-        _mark_unfit(out, visible, policy, stage, where)
-        arrays = [pa.array(v, type=f.type) for v, f in zip(out.values, visible, strict=True)]
+        _mark_unfit(out, values, visible, policy, stage, where)
+        arrays = [pa.array(v, type=f.type) for v, f in zip(values, visible, strict=True)]
+    rows = len(out.source)
     index = pa.array(out.source, type=pa.int64())
     hidden: dict[str, pa.Array] = {}
-    for name in _COPIED:
-        hidden[name] = batch.column(name).take(index).cast(target.schema.field(name).type)
-    hidden["_gs_error"] = pa.array(out.errors, type=pa.string())
-    hidden["_gs_stage"] = pa.array(out.stages, type=pa.string())
+    for name in _COPIED:  # those the output has (the compiler gave them as input)
+        if name in target.names:
+            hidden[name] = batch.column(name).take(index).cast(target.schema.field(name).type)
+    if out.failed:
+        failed = [out.failed.get(row) for row in range(rows)]
+        hidden["_gs_error"] = pa.array([f and f[0] for f in failed], type=pa.string())
+        hidden["_gs_stage"] = pa.array([f and f[1] for f in failed], type=pa.string())
+    else:  # the usual batch: no error row
+        hidden["_gs_error"] = hidden["_gs_stage"] = pa.nulls(rows, type=pa.string())
     columns = iter(arrays)
     return pa.RecordBatch.from_arrays(
         [hidden[f.name] if f.name in HIDDEN else next(columns) for f in target.schema],
         schema=target.schema)
 
 
-def _mark_unfit(out: _Builder, visible: list[Any], policy: _Policy, stage: str,
-                where: _Where) -> None:
+def _mark_unfit(out: _Builder, values: list[list[Any]], visible: list[Any],
+                policy: _Policy, stage: str, where: _Where) -> None:
     import pyarrow as pa
 
     for row in range(len(out.source)):
-        if out.errors[row] is not None:
+        if row in out.failed:
             continue
-        for column, field in zip(out.values, visible, strict=True):
+        for column, field in zip(values, visible, strict=True):
             cause: BaseException | None = None
             why = misfit(column[row], field.type)
             if why is None:
@@ -215,9 +249,9 @@ def _mark_unfit(out: _Builder, visible: list[Any], policy: _Policy, stage: str,
                 if policy.errors == "log":
                     log.warning("pipeline %s: %s: %s: %s (row skipped)", policy.pipeline,
                                 where[out.source[row]], stage, reason)
-                for c in out.values:
+                for c in values:
                     c[row] = None
-                out.errors[row], out.stages[row] = reason, stage
+                out.failed[row] = (reason, stage)
                 break
 
 
@@ -228,9 +262,11 @@ class ItemPass:
                  decode: Callable[[dict[str, Any]], Any] | None,
                  steps: Sequence[tuple[str, Callable[[Any], Any], str]],
                  tail: Callable[[Any], Sequence[Any]], tail_stage: str,
-                 schema: pa.Schema) -> None:
+                 schema: pa.Schema, head: Head | None = None) -> None:
         self.policy = _Policy(pipeline, errors)
         self.shape, self.decode, self.steps = shape, decode, tuple(steps)
+        self.head = head
+        """The batch's key and value decoded at once (``serde.ArrowDecode``), or None."""
         self.tail, self.tail_stage = tail, tail_stage
         self.target = _Out(schema, tuple(schema.names))
         self.one_to_one = all(kind in ("map", "filter") for kind, _, _ in self.steps)
@@ -243,13 +279,26 @@ class ItemPass:
             yield self.batch(batch)
 
     def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        with _gc_paused():
+            return self._batch(batch)
+
+    def _batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         names = [n for n in batch.schema.names if n not in HIDDEN]
-        columns = {n: batch.column(n).to_pylist() for n in names}
+        decoded, failed = self.head(batch) if self.head is not None else ({}, {})
+        columns = {n: decoded[n] if n in decoded else batch.column(n).to_pylist()
+                   for n in names}
         where = _Where(batch.column("_gs_where"))
-        error_column = batch.column("_gs_error")
-        clean = error_column.null_count == batch.num_rows  # the usual case: no error in
-        in_errors = [] if clean else error_column.to_pylist()
-        in_stages = [] if clean else batch.column("_gs_stage").to_pylist()
+        # the usual case: no error in (a first pass whose source cannot fail sends none)
+        given = "_gs_error" in batch.schema.names
+        clean = not failed and (not given or batch.column("_gs_error").null_count
+                                == batch.num_rows)
+        in_errors: list[Any] = [] if clean else (
+            batch.column("_gs_error").to_pylist() if given else [None] * batch.num_rows)
+        in_stages: list[Any] = [] if clean else (
+            batch.column("_gs_stage").to_pylist() if given else [None] * batch.num_rows)
+        for failing, (reason, why) in failed.items():
+            if in_errors[failing] is None:
+                in_errors[failing], in_stages[failing] = reason, why
         read = item_reader(self.shape, self.decode, columns)
         width = len([n for n in self.target.names if n not in HIDDEN])
         out, policy, steps, tail = _Builder(width), self.policy, self.steps, self.tail
@@ -290,8 +339,7 @@ class ItemPass:
         """The rows of a chain of maps and filters: the same outcome as the general
         loop of ``batch``, without a list of items per step and row."""
         policy, steps, tail, tail_stage = self.policy, self.steps, self.tail, self.tail_stage
-        appends = [column.append for column in out.values]
-        sources, errors, stages = out.source.append, out.errors.append, out.stages.append
+        rows_append, sources = out.rows.append, out.source.append
         for i in range(rows):
             if in_errors and in_errors[i] is not None:
                 policy.error(out, i, where[i], in_stages[i] or "decode", in_errors[i], None)
@@ -314,12 +362,9 @@ class ItemPass:
             except Exception as exc:  # noqa: BLE001 - any failure of user code is the row's
                 _row_failed(policy, out, i, where, stage, exc)
                 continue
-            if row is not None:  # as ``_Builder.add``: a row of another width is a bug
-                for append, value in zip(appends, row, strict=True):
-                    append(value)
+            if row is not None:  # its width is checked with the batch's (``columns``)
+                rows_append(row)
                 sources(i)
-                errors(None)
-                stages(None)
 
 
 class BatchPass:
@@ -337,6 +382,10 @@ class BatchPass:
             yield self.batch(batch)
 
     def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        with _gc_paused():
+            return self._batch(batch)
+
+    def _batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -366,11 +415,8 @@ class BatchPass:
             # rows added or removed: the hidden columns follow the first input row
             # (event time and origin cannot be known per row)
             index = [index[0] if index else 0] * result.num_rows
-        for column, new in zip(out.values, values, strict=True):
-            column.extend(new)
+        out.rows.extend(zip(*values, strict=True) if values else [()] * len(index))
         out.source.extend(index)
-        out.errors.extend([None] * len(index))
-        out.stages.extend([None] * len(index))
         if batch.num_rows == 0:
             return pa.RecordBatch.from_pylist([], schema=self.target.schema)
         return _finish(batch, out, self.target, self.policy, self.stage, where)

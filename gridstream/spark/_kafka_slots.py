@@ -420,22 +420,61 @@ def _sums(batches: Iterator[pa.RecordBatch], producer: Producer | None, plan: Sl
     records = h1 = h2 = 0
     for batch in batches:
         records += batch.num_rows
-        names = batch.schema.names
-        h1 += sum(batch.column(names.index(H1)).to_pylist())
-        h2 += sum(batch.column(names.index(H2)).to_pylist())
+        h1 += _total(batch.column(H1))
+        h2 += _total(batch.column(H2))
         if producer is not None:
-            _produce(producer, plan, {name: batch.column(i).to_pylist()
-                                      for i, name in enumerate(names) if name in COLUMNS})
+            _produce(producer, plan, batch)
     return content_of(records, h1, h2)
 
 
-def _produce(producer: Producer, plan: SlotPlan, cols: dict[str, list[Any]]) -> None:
-    values = cols["value"]
-    keys = cols.get("key") or [None] * len(values)
-    if set(cols) <= {"key", "value"}:
-        topic = plan.topic
+def _total(column: pa.Array) -> int:
+    """The exact sum of an integer column (in Arrow, as decimals: no overflow)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    total = pc.sum(column.cast(pa.decimal128(38, 0))).as_py()
+    return 0 if total is None else int(total)
+
+
+def _constant(column: pa.Array) -> tuple[bool, Any]:
+    """Whether every row of ``column`` holds one value (nulls included), and which."""
+    import pyarrow.compute as pc
+
+    if len(column) == 0 or column.null_count == len(column):
+        return True, None
+    if column.null_count == 0 and pc.count_distinct(column).as_py() == 1:
+        return True, column[0].as_py()
+    return False, None
+
+
+def _produce(producer: Producer, plan: SlotPlan, batch: pa.RecordBatch) -> None:
+    """Produce the batch's rows: one topic, no partitions and no headers (the usual
+    batch) in a loop of ``produce(topic, value, key)``; any other row by row."""
+    import pyarrow.compute as pc
+
+    names = batch.schema.names
+    rows = batch.num_rows
+    if not rows:
+        return
+    values = batch.column("value").to_pylist()
+    keys = batch.column("key").to_pylist() if "key" in names else [None] * rows
+    topic, topics = plan.topic, None
+    if "topic" in names:
+        same, value = _constant(batch.column("topic"))
+        if not same:
+            topics = batch.column("topic").to_pylist()
+        elif value:  # a null or empty topic: the writer's
+            topic = value
+    parts = None
+    if "partition" in names and batch.column("partition").null_count < rows:
+        parts = batch.column("partition").to_pylist()
+    heads = None
+    if "headers" in names and batch.column("headers").null_count < rows and pc.max(
+            pc.list_value_length(batch.column("headers"))).as_py():
+        heads = batch.column("headers").to_pylist()
+    if topics is None and parts is None and heads is None:
         if topic is None:
-            raise SparkError("the batch has no 'topic' column and the writer no topic")
+            raise SparkError("the batch's rows have no topic and the writer no topic")
         produce = producer.produce
         for k, v in zip(keys, values, strict=True):
             try:
@@ -443,9 +482,9 @@ def _produce(producer: Producer, plan: SlotPlan, cols: dict[str, list[Any]]) -> 
             except BufferError:
                 produce_waiting(producer, topic, v, k)
         return
-    topics = cols.get("topic") or [plan.topic] * len(values)
-    parts = cols.get("partition") or [None] * len(values)
-    heads = cols.get("headers") or [None] * len(values)
+    topics = topics or [topic] * rows
+    parts = parts or [None] * rows
+    heads = heads or [None] * rows
     for k, v, t, p, h in zip(keys, values, topics, parts, heads, strict=True):
         kwargs: dict[str, Any] = {"partition": -1 if p is None else p}
         if h:

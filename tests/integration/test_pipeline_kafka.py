@@ -156,6 +156,50 @@ def test_a_decode_error_goes_to_the_dead_letter_topic(
     assert letters[0][2]["gs.error.offset"] == b"1"
 
 
+@pytest.mark.parametrize("projection", ["entry", "value"])
+def test_strings_decoded_by_the_first_pass_send_bytes_that_are_not_utf8_to_dead_letters(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], projection: str) -> None:
+    """String key and value with a map first: the pass decodes them (no JVM decode in
+    the plan), and a key or value that is not UTF-8 is a dead letter with its raw bytes
+    and the side's stage, the other rows of its batch written — the key checked also
+    when the steps see the value alone, as the JVM's decode does."""
+    source, sink, dead = topic_factory(1), topic_factory(1), topic_factory(1)
+    produce(kafka_bootstrap, source, [(b"a", b"x"), (b"b", b"\xff\xfe"), (b"\xc3", b"y"),
+                                      (b"d", "é".encode())])
+    p = Pipeline.create(name=f"utf8-{projection}")
+    source_props = props(kafka_bootstrap)
+    step = (lambda kv: entry(kv[0], kv[1].upper())) if projection == "entry" else (
+        lambda v: entry(v.lower(), v.upper()))
+    (p.read_from(KafkaSources.kafka(source_props, source,
+                                    projection=projection))  # type: ignore[arg-type]
+      .map(step)
+      .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+    job = p.job(trigger="available_now", guarantee=Guarantee.AT_LEAST_ONCE,
+                checkpoint=str(tmp_path / "ck"), errors="dead_letter", dead_letter_topic=dead)
+    try:
+        query = job.start(spark)
+        query.awaitTermination(300)
+        described = job.describe()
+        capsys.readouterr()
+        query.explain()
+        plan = capsys.readouterr().out
+    finally:
+        job.close()
+    assert job.failure is None
+    assert "value: String in the Python pass (Arrow)" in described
+    assert "python pass 1: decode, map#1, encode" in described
+    assert "MapInArrow" in plan and "isValid" not in plan, plan  # no JVM check first
+    keys = [b"a", b"d"] if projection == "entry" else [b"x", "é".encode()]
+    assert sorted(read(kafka_bootstrap, sink)) == sorted([
+        (keys[0], b"X", {}), (keys[1], "É".encode(), {})])
+    letters = {k: (v, h["gs.error.stage"], h["gs.error.reason"])
+               for k, v, h in read(kafka_bootstrap, dead)}
+    assert letters == {
+        b"b": (b"\xff\xfe", b"value.deserializer", b"value is not valid UTF-8 (String)"),
+        b"\xc3": (b"y", b"key.deserializer", b"key is not valid UTF-8 (String)")}
+
+
 def _double(batch: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -211,6 +255,7 @@ def test_a_pipeline_without_python_steps_runs_no_python(
         assert "KafkaTable" in plan or "Kafka" in plan, plan
         assert "Python" not in plan and "Arrow" not in plan, plan
         assert "python pass" not in job.describe()
+        assert "value: String in the JVM" in job.describe()
     finally:
         job.close()
     got = sorted((k, v) for k, v, _ in read(kafka_bootstrap, sink))

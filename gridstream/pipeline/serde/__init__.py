@@ -10,8 +10,14 @@ value, in the JVM where an exact form exists, and says what is left for Python.
 from __future__ import annotations
 
 from gridstream.pipeline.serde._base import Deserializer, Serializer
-from gridstream.pipeline.serde._columns import Decoded, DecodeError, PythonDecode, decode_columns
+from gridstream.pipeline.serde._columns import (
+    ArrowDecode,
+    Decoded,
+    DecodeError,
+    PythonDecode,
+    decode_columns,
+)
 from gridstream.pipeline.serde._names import deserializer, known_names, serializer
 
-__all__ = ["DecodeError", "Decoded", "Deserializer", "PythonDecode", "Serializer",
+__all__ = ["ArrowDecode", "DecodeError", "Decoded", "Deserializer", "PythonDecode", "Serializer",
            "decode_columns", "deserializer", "known_names", "serializer"]

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column
 
 __all__ = ["Deserializer", "Serializer", "unknown_fields"]
@@ -59,6 +60,16 @@ class Deserializer(ABC):
         the reason text, null when the row decoded — or None when it cannot fail).
         None: no exact JVM form; ``python`` decodes."""
         return None
+
+    vectorized: bool = False
+    """Whether ``arrow`` decodes a whole column at once (then a Python pass that follows
+    the source decodes this side itself, sparing the JVM its decode)."""
+
+    def arrow(self, column: pa.Array) -> pa.Array:
+        """Decode a batch's binary column at once (``vectorized`` formats, which do not
+        depend on the topic); ``CodecError`` when a row does not decode (the pass then
+        decodes that batch row by row with ``python``, naming the rows)."""
+        raise NotImplementedError(f"{self.name} has no vectorized decode")
 
     @abstractmethod
     def python(self, topic: str, data: bytes | None) -> Any:

@@ -11,6 +11,9 @@
 JVM forms (exact, including negatives): String (CAST plus a UTF-8 check), ByteArray,
 Long / Integer / Short (``conv`` of the hex digits), Void. Double and Float have no exact
 Spark SQL form (no bit reinterpretation): Python decodes them, as it does JSON.
+Vectorized forms (``arrow``: a whole Arrow column at once, used when a Python pass follows
+the source, which then decodes them itself instead of the JVM): String (Arrow's cast,
+which checks UTF-8), ByteArray.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from gridstream.errors import CodecError
 from gridstream.pipeline.serde._base import Deserializer, Serializer
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column
 
 __all__ = ["BytesDeserializer", "BytesSerializer", "DoubleDeserializer", "DoubleSerializer",
@@ -39,6 +43,15 @@ __all__ = ["BytesDeserializer", "BytesSerializer", "DoubleDeserializer", "Double
 class StringDeserializer(Deserializer):
     name = "String"
     ddl = "string"
+    vectorized = True
+
+    def arrow(self, column: pa.Array) -> pa.Array:
+        import pyarrow as pa
+
+        try:
+            return column.cast(pa.string())  # checks UTF-8 (Arrow's own validation)
+        except pa.ArrowInvalid as exc:
+            raise CodecError(f"{self.side} is not valid UTF-8 (String)") from exc
 
     def jvm(self, raw: Column) -> tuple[Column, Column | None]:
         from pyspark.sql import functions as F  # noqa: N812
@@ -78,8 +91,13 @@ class BytesDeserializer(Deserializer):
     name = "ByteArray"
     ddl = "binary"
 
+    vectorized = True
+
     def jvm(self, raw: Column) -> tuple[Column, Column | None]:
         return raw, None
+
+    def arrow(self, column: pa.Array) -> pa.Array:
+        return column
 
     def python(self, topic: str, data: bytes | None) -> Any:
         return None if data is None else bytes(data)

@@ -257,3 +257,126 @@ def test_a_kafka_sink_subclass_that_changes_encode_keeps_it_as_the_tail() -> Non
             return {"key": b"tag", "value": super().encode(item)["value"]}
 
     assert Tagged(props, "out").row_encoder() is None
+
+
+@pytest.mark.parametrize("one_to_one", [True, False])
+def test_a_tail_row_of_another_width_is_a_bug_not_an_error_row(one_to_one: bool) -> None:
+    """The pass checks the rows' width once per batch (when it turns rows into
+    columns): a tail giving three values for two columns stops the pass."""
+    fused = ItemPass(pipeline="p", errors="log", shape="entry", decode=None,
+                     steps=[("map", lambda kv: kv, "map#1")],
+                     tail=lambda kv: [b"k", b"v", b"extra"], tail_stage="encode", schema=OUT)
+    fused.one_to_one = one_to_one
+    with pytest.raises(ValueError, match="3 values for 2 columns"):
+        fused.batch(_batch(["1", "2"]))
+    uneven = iter([[b"k", b"v"], [b"k"]])
+    fused.tail = lambda kv: next(uneven)
+    with pytest.raises(ValueError):
+        fused.batch(_batch(["1", "2"]))
+
+
+def test_the_garbage_collector_is_paused_for_a_batch_and_on_again_after() -> None:
+    """A batch's rows are built with the cyclic collector off (it rescanned them at every
+    young collection: half the pass's time) and it is on again afterwards, also when the
+    batch raises; a collector the caller turned off stays off."""
+    import gc
+
+    seen: list[bool] = []
+
+    def look(kv: Any) -> Any:
+        seen.append(gc.isenabled())
+        return kv
+
+    assert gc.isenabled()
+    _pass([("map", look, "map#1")]).batch(_batch(["1"]))
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(RecordError):
+        _pass([("map", lambda kv: int("x"), "map#1")], errors="fail").batch(_batch(["1"]))
+    assert gc.isenabled()
+    batch_pass = BatchPass(pipeline="p", errors="log", fn=lambda b: (seen.append(
+        gc.isenabled()), b)[1], kind="arrow", stage="map_batch#1", schema=OUT)
+    batch_pass.batch(_batch(["1"]))
+    assert seen[-1] is False and gc.isenabled()
+    gc.disable()
+    try:
+        _pass([("map", look, "map#1")]).batch(_batch(["1"]))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def _raw_batch(keys: list[bytes | None], values: list[bytes | None]) -> pa.RecordBatch:
+    """A source's batch for a pass that decodes (``Flow.for_pass``): binary key and
+    value, no error yet."""
+    n = len(values)
+    return pa.RecordBatch.from_pydict({
+        "key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary()),
+        "_gs_ts": pa.nulls(n, TS), "_gs_where": [f"t[0]@{i}" for i in range(n)],
+        "_gs_error": pa.nulls(n, pa.string()), "_gs_stage": pa.nulls(n, pa.string()),
+        "_gs_raw_key": pa.array(keys, pa.binary()),
+        "_gs_raw_value": pa.array(values, pa.binary())})
+
+
+def test_a_pass_head_decodes_strings_at_once_and_names_the_rows_that_do_not_decode(
+        ) -> None:
+    """String and ByteArray decoded by the pass itself (``ArrowDecode``): the same items
+    as the JVM's decode gives, a row whose bytes are not UTF-8 an error row naming the
+    side (the key's before the value's), its raw bytes kept for a dead letter."""
+    from gridstream.pipeline.serde import ArrowDecode, deserializer
+
+    seen: list[Any] = []
+    head = ArrowDecode(deserializer({"key.deserializer": "String"}, is_key=True),
+                       deserializer({"value.deserializer": "String"}, is_key=False))
+    fused = ItemPass(pipeline="p", errors="log", shape="entry", decode=None, head=head,
+                     steps=[("map", lambda kv: (seen.append(kv), kv)[1], "map#1")],
+                     tail=lambda kv: [kv[0].encode(), kv[1].upper().encode()],
+                     tail_stage="encode", schema=OUT)
+    clean = fused.batch(_raw_batch([b"a", b"b"], ["é".encode(), b"x"]))
+    assert seen == [("a", "é"), ("b", "x")]
+    assert clean.column("value").to_pylist() == ["É".encode(), b"X"]
+    assert clean.column("_gs_error").null_count == 2
+    seen.clear()
+    out = fused.batch(_raw_batch([b"a", b"\xff", b"c", b"d"], [b"1", b"\xfe", b"\xfe", b"4"]))
+    assert seen == [("a", "1"), ("d", "4")]
+    assert out.column("_gs_error").to_pylist() == [
+        None, "key is not valid UTF-8 (String)", "value is not valid UTF-8 (String)", None]
+    assert out.column("_gs_stage").to_pylist() == [
+        None, "key.deserializer", "value.deserializer", None]
+    assert out.column("_gs_raw_value").to_pylist() == [b"1", b"\xfe", b"\xfe", b"4"]
+    assert out.column("key").to_pylist() == [b"a", None, None, b"d"]
+    with pytest.raises(RecordError, match="key is not valid UTF-8"):
+        ItemPass(pipeline="p", errors="fail", shape="entry", decode=None, head=head,
+                 steps=[], tail=lambda kv: [None, None], tail_stage="encode",
+                 schema=OUT).batch(_raw_batch([b"\xff"], [b"v"]))
+    raw = ArrowDecode(deserializer({"key.deserializer": "ByteArray"}, is_key=True),
+                      deserializer({"value.deserializer": "String"}, is_key=False))
+    assert raw(_raw_batch([b"\xff", None], [b"v", None])) == (
+        {"key": [b"\xff", None], "value": ["v", None]}, {})
+    with pytest.raises(ValueError, match="vectorized"):
+        ArrowDecode(deserializer({"key.deserializer": "Json"}, is_key=True),
+                    deserializer({"value.deserializer": "String"}, is_key=False))
+
+
+def test_a_pass_without_the_hidden_columns_that_are_null_by_construction() -> None:
+    """The sink's pass of a source that cannot fail a row: no error columns, event time
+    or raw bytes cross into Python, and its output has no event time or raw bytes (they
+    are null literals after the pass); an error row still gets its reason and stage."""
+    full = _raw_batch([b"a", b"b"], [b"1", b"x"])
+    lean = full.select(["key", "value", "_gs_where"])
+    out_schema = pa.schema([f for f in OUT if f.name not in
+                            ("_gs_ts", "_gs_raw_key", "_gs_raw_value")])
+    fused = ItemPass(pipeline="p", errors="log", shape="entry", decode=None,
+                     steps=[("map", lambda kv: (kv[0], int(kv[1])), "map#1")],
+                     tail=lambda kv: [kv[0], str(kv[1]).encode()], tail_stage="encode",
+                     schema=out_schema)
+    out = fused.batch(lean)
+    assert out.schema == out_schema
+    assert out.column("value").to_pylist() == [b"1", None]
+    assert out.column("_gs_error").to_pylist() == [
+        None, "ValueError: invalid literal for int() with base 10: b'x'"]
+    assert out.column("_gs_stage").to_pylist() == [None, "map#1"]
+    assert out.column("_gs_where").to_pylist() == ["t[0]@0", "t[0]@1"]
+    with_raw = pa.schema([*out_schema, pa.field("_gs_raw_key", pa.binary())])
+    fused.target = type(fused.target)(with_raw, tuple(with_raw.names))
+    with pytest.raises(KeyError, match="_gs_raw_key"):  # a compiler bug, never nulls
+        fused.batch(lean)

@@ -230,3 +230,73 @@ def test_a_one_pass_retry_fences_the_earlier_attempt_before_it_reads_the_marker(
     out = list(slots._run_partitioned(plan, 0, iter([batch])))
     assert calls == ["init", "read marker", "abort"]
     assert out[0].to_pylist() == [{"slot": 0, "records": 2, "skipped": True}]
+
+
+class _Recorder:
+    """A producer that records what it is given."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[object, ...]] = []
+
+    def produce(self, topic: str, value: object, key: object, **kwargs: object) -> None:
+        self.sent.append((topic, value, key, tuple(sorted(kwargs.items()))))
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+
+def _plan(topic: str | None = "t") -> object:
+    from gridstream.kafka import KafkaProperties
+    from gridstream.spark._kafka_slots import SlotPlan
+
+    return SlotPlan(KafkaProperties({}), topic, "m", 1, "q", "p", 0, {}, 1.0, 1.0)
+
+
+def _rows(**columns: object) -> object:
+    import pyarrow as pa
+
+    from gridstream.spark._kafka_slots import H1, H2
+
+    n = len(columns["value"])  # type: ignore[arg-type]
+    big = 2**63 - 1
+    return pa.RecordBatch.from_pydict({**columns, H1: pa.array([big] * n, pa.int64()),
+                                       H2: pa.array([-3] * n, pa.int64())})
+
+
+def test_a_batch_of_one_topic_is_produced_as_the_rows_of_its_topic_column() -> None:
+    """The pipeline's batches name their topic per row (one value): each row goes to it,
+    with no partition or headers; the hash sums are exact (no int64 overflow)."""
+    import pyarrow as pa
+
+    from gridstream.spark._kafka_slots import _sums
+
+    producer = _Recorder()
+    batch = _rows(key=pa.array([b"a", None], pa.binary()), value=[b"1", b"2"],
+                  topic=["out", "out"])
+    content = _sums(iter([batch, batch]), producer, _plan(None))  # type: ignore[arg-type]
+    assert content == f"4:{4 * (2**63 - 1):x}:{-12:x}"
+    assert producer.sent == [("out", b"1", b"a", ()), ("out", b"2", None, ())] * 2
+
+
+def test_rows_of_several_topics_partitions_or_headers_are_produced_one_by_one() -> None:
+    import pyarrow as pa
+
+    from gridstream.spark._kafka_slots import _sums
+
+    producer = _Recorder()
+    headers = pa.array([[{"key": "h", "value": b"x"}], []],
+                       pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+    batch = _rows(key=[b"a", b"b"], value=[b"1", b"2"], topic=["dead", None],
+                  partition=pa.array([None, 3], pa.int32()), headers=headers)
+    _sums(iter([batch]), producer, _plan("t"))  # type: ignore[arg-type]
+    assert producer.sent == [
+        ("dead", b"1", b"a", (("headers", [("h", b"x")]), ("partition", -1))),
+        ("t", b"2", b"b", (("partition", 3),))]
+    with pytest.raises(SparkError, match="have no topic and the writer no topic"):
+        _sums(iter([_rows(value=[b"1"], topic=pa.array([None], pa.string()))]), producer,
+              _plan(None))  # type: ignore[arg-type]
+    producer.sent.clear()
+    empty = _rows(value=pa.array([], pa.binary()), topic=pa.array([], pa.string()))
+    assert _sums(iter([empty]), producer, _plan(None)) == "0:0:0"  # type: ignore[arg-type]
+    _sums(iter([_rows(value=[b"1"], topic=[""])]), producer, _plan("t"))  # type: ignore[arg-type]
+    assert producer.sent == [("t", b"1", None, ())]  # an empty topic: the writer's
