@@ -13,7 +13,9 @@ timing): the same pre-filled topic read to its end (``available_now``) by
   batch, as ``native``).
 
 Each side runs once to warm up, then ``--repeat`` times in rotating order; the medians of
-the queries' wall times (start → end) are printed as JSON.
+the queries' wall times (start → end) are printed as JSON, with the median CPU seconds
+each process role spent in a run (``cpu_s``: Spark's JVM, its Python workers, the
+broker; ``benchmarks/_cpu.py``).
 
 Usage: python benchmarks/_pipeline_breakdown.py [--records 500000] [--repeat 2]
   [--sides native,native-bounded,bare_python,gridstream-alo,gridstream-eo,...]
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import _cpu
 from benchmarks._pipeline_bench import (
     BOOTSTRAP,
     check_output,
@@ -63,6 +67,8 @@ def _bare_python(spark: Any, source: str, target: str, checkpoint: str) -> Any:
             .trigger(availableNow=True).start())
 
 
+_ROLES = ("spark jvm", "spark python workers", "kafka")
+"""The process roles whose CPU the summary gives (``benchmarks/_cpu.py``)."""
 SIDES = ("native", "native-bounded", "bare_python", "gridstream-alo", "gridstream-eo",
          "gridstream-alo-unbounded")
 
@@ -95,16 +101,27 @@ def main() -> int:
             "gridstream-alo", source, t, "available_now", ck, bounded=False),
     }
 
+    cpu: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+    last: dict[str, float] = {}
+
     def run(side: str, target: str, checkpoint: str) -> Callable[[], Any] | None:
+        last.clear()
+        last.update(_cpu.snapshot())
         started = starts[side](target, checkpoint)
         job = None if hasattr(started, "awaitTermination") else started
         query = started if job is None else job.start(spark)
         query.awaitTermination()
+        spent = _cpu.spent(last, _cpu.snapshot())
+        last.clear()
+        last.update(spent)
         return None if job is None else job.close  # closed once timed, as before
 
     def after(side: str, target: str, r: int, seconds: float) -> None:
         check_output(target, args.records, exactly_once=side.endswith("-eo"))
-        print(json.dumps({"round": r, "side": side, "s": round(seconds, 2)}),
+        if r >= 0:
+            cpu[side].append(dict(last))
+        print(json.dumps({"round": r, "side": side, "s": round(seconds, 2),
+                          "cpu_s": {k: v for k, v in last.items() if k in _ROLES}}),
               file=sys.stderr, flush=True)
 
     try:
@@ -116,7 +133,10 @@ def main() -> int:
         spark.stop()
         delete_topics(topics)
     print(json.dumps({"records": args.records, "partitions": args.partitions,
-                      **summary(times, args.records, "native")}))
+                      **summary(times, args.records, "native"),
+                      "cpu_s": {side: {role: round(statistics.median(
+                          run.get(role, 0.0) for run in runs), 2) for role in _ROLES}
+                          for side, runs in cpu.items() if runs}}))
     return 0
 
 
