@@ -18,7 +18,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: setup-tests lint
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" --durations=25 $(PYTEST_ARGS)
 
 test-slow: setup-tests
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)

@@ -171,10 +171,11 @@ class SlotPlan:
     before). A task that is a retry checks whatever this says."""
     partitioned: bool = False
     """Slot = the task's partition index, content summed while the rows are written
-    (``slots`` empty: the batch right after one this writer completed in the same run,
-    which no earlier run can have written; ``check`` on only when the batch's plan reads
-    a shuffle, whose loss re-runs the stage with attempts from 0); a re-run of the batch
-    matches the markers by content (``match_slots``)."""
+    (``slots`` empty): the batch right after one this writer completed in the same run
+    (``check`` on only when the batch's plan reads a shuffle, whose loss re-runs the
+    stage with attempts from 0), or a batch of which the driver found no marker
+    (``check`` on: a zombie of an earlier run may have committed its slot since); a
+    re-run of the batch matches the markers by content (``match_slots``)."""
 
 
 _READERS: dict[tuple[str, str, int], _MarkerReader] = {}

@@ -21,17 +21,18 @@ hashes while it produces them. Slot ``s``:
   earlier attempt committed it (the rows are checked, nothing written).
 
 Any other batch — the query's first in this writer, or one that may be a re-run after a
-crash — may have been written in part. Spark does not keep a re-run batch's rows in the
-same partitions (its Kafka source may order a batch's topic-partitions differently
-after a restart), so such a batch's partitions are known by their *content*: a first,
-JVM-only pass counts each partition's rows and sums two hashes of them; before any task
-starts, the driver reads every marker of the query from all partitions of the marker
-topic (a marker ahead of the batch is refused), gives each partition whose content a
-marker of the batch holds that marker's slot (its task skips it) and the others the
-slots no marker holds (``match_slots``). Before it reads the markers it initialises the
+crash — may have been written in part. Before any task starts the driver initialises the
 id of every slot an earlier run may have used (each partition index, and any slot a
-marker names), aborting what an earlier run left open. Every task reads its marker
-again before it writes.
+marker names), aborting what an earlier run left open, and reads every marker of the
+query from all partitions of the marker topic (a marker ahead of the batch is refused).
+No marker of the batch: nothing of it was committed, and it is written in one pass as
+above. Otherwise Spark does not keep a re-run batch's rows in the same partitions (its
+Kafka source may order a batch's topic-partitions differently after a restart), so the
+batch's partitions are known by their *content*: a JVM-only pass counts each
+partition's rows and sums two hashes of them; the driver gives each partition whose
+content a marker of the batch holds that marker's slot (its task skips it) and the
+others the slots no marker holds (``match_slots``). Every task reads its marker again
+before it writes.
 
 Assumption: a batch id always holds the same rows (true for Kafka sources, whose
 offsets for each batch are in the checkpoint). A re-run whose rows differ is refused
@@ -189,42 +190,51 @@ class KafkaExactlyOnceWriter:
             # index, each task sums its content while it writes (for a later re-run)
             self.begin(df, query_id, batch_id, 0)
             return self._write(rows, query_id, batch_id, started, None)
+        # an earlier run may have used any partition index as a slot (one-pass batches)
+        # and left a zombie on it: fence them all, and any slot a marker of the query
+        # names, before the markers are read
+        count = max(rows.rdd.getNumPartitions(), 1)
+        first = self._prepared_for != query_id
+        self.begin(df, query_id, batch_id, count)
+        if not first:
+            self.fence(query_id, range(count))
+        markers = self._committed(batch_id)
+        beyond = set(markers) - set(range(count))
+        if beyond:
+            self.fence(query_id, sorted(beyond))
+            markers = self._committed(batch_id)  # a fenced commit may have completed
+        committed = _of_batch(markers, batch_id)
+        if not committed:
+            # no slot of the batch was committed when the markers were read (a commit
+            # holds its marker): one pass, as above, but every task reads its slot's
+            # marker after its own producer's init — a zombie of an earlier run may
+            # still have started a producer and committed since (same rows: skipped;
+            # other rows in the slot: refused, and the restarted query ranks the batch)
+            return self._write(rows, query_id, batch_id, started, None, check=True)
         if self.cache_batch:  # the ranking pass fills it, the write pass reads it
             from pyspark import StorageLevel
 
             rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         try:
+            ranking = time.monotonic()
             stats = _content(rows)
-            counted = time.monotonic() - started
-            # an earlier run may have used any partition index as a slot (one-pass
-            # batches) and left a zombie on it: fence them all, and any slot a marker of
-            # the query names, before the markers are read and slots are matched
-            count = max(len(stats), rows.rdd.getNumPartitions(), 1)
-            first = self._prepared_for != query_id
-            self.begin(df, query_id, batch_id, count)
-            if not first:
-                self.fence(query_id, range(count))
-            markers = self._committed(batch_id)
-            beyond = set(markers) - set(range(count))
-            if beyond:
-                self.fence(query_id, sorted(beyond))
-                markers = self._committed(batch_id)  # a fenced commit may have completed
+            counted = time.monotonic() - ranking
             slots = match_slots(stats, markers, batch_id)
-            return self._write(rows, query_id, batch_id, started, slots, counted,
-                               _of_batch(markers, batch_id))
+            return self._write(rows, query_id, batch_id, started, slots, counted, committed)
         finally:
             if self.cache_batch:
                 rows.unpersist()
 
     def _write(self, rows: DataFrame, query_id: str, batch_id: int, started: float,
                slots: dict[int, tuple[int, str]] | None, counted: float = 0.0,
-               committed: Mapping[int, Marker] | None = None) -> BatchResult:
+               committed: Mapping[int, Marker] | None = None,
+               check: bool = False) -> BatchResult:
         """The write pass: ``slots`` from ``match_slots`` and ``committed`` (the batch's
-        markers) for a batch an earlier run may have written, or None (slot = partition
-        index; no marker read, unless the batch's plan reads a shuffle: see
-        ``_reads_shuffle``)."""
+        markers) for a batch an earlier run committed in part, or None (slot = partition
+        index; each task reads its marker when ``check``, when it is a retry, or when the
+        batch's plan reads a shuffle: see ``_reads_shuffle``)."""
         partitioned = slots is None
-        check = not partitioned or _reads_shuffle(rows)
+        check = check or not partitioned or _reads_shuffle(rows)
         plan = SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
                         query_id, self._prefix(query_id), batch_id, slots or {},
                         self.timeout_s, self.wait_s(), committed or {}, check,
@@ -401,15 +411,18 @@ def _of_batch(markers: Mapping[int, Marker], batch_id: int) -> dict[int, Marker]
 
 
 def _reads_shuffle(rows: DataFrame) -> bool:
-    """Whether the batch's plan reads a shuffle (or cannot be told). When a shuffle's
-    output is lost Spark runs the writer's stage again, its tasks' attempts numbered from
-    0 (PySpark shows no stage attempt): a one-pass task of such a plan fences and reads
-    its marker as a retry does."""
+    """Whether the batch reads a shuffle (or cannot be told). When a shuffle's output is
+    lost Spark runs the writer's stage again, its tasks' attempts numbered from 0
+    (PySpark shows no stage attempt): a one-pass task of such a batch fences and reads
+    its marker as a retry does. Inside ``foreachBatch`` the batch's plan is a scan of
+    the query's RDD (no ``Exchange`` to see): its lineage names the shuffle."""
     try:
-        plan = str(rows._jdf.queryExecution().executedPlan().toString())
+        execution = rows._jdf.queryExecution()
+        plan = str(execution.executedPlan().toString())
+        lineage = str(execution.toRdd().toDebugString())
     except Exception:  # noqa: BLE001 - no plan to read: assume the worst
         return True
-    return "Exchange" in plan
+    return "Exchange" in plan or "Shuffled" in lineage
 
 
 def _task_error(exc: Exception) -> str:

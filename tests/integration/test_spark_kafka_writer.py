@@ -108,23 +108,31 @@ def _reordered(spark: Any, chunks: list[range], order: list[int]) -> Any:
 
 def test_a_batch_after_one_completed_in_the_same_run_is_written_in_one_pass(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
-    """Batch 1 follows batch 0 in one run: one Spark job, no ranking pass. A restarted
-    query (another run) re-running batch 1 with its partitions in another order finds
-    every slot committed (markers written by partition index, known by content)."""
+    """Batch 1 follows batch 0 in one run: one Spark job, no ranking pass. Batch 0, the
+    query's first, has no marker of its own yet: one job too, after the driver's marker
+    scan. A restarted query (another run) re-running batch 1 with its partitions in
+    another order finds every slot committed (markers written by partition index, known
+    by content: the ranking pass runs for it)."""
     topic = topic_factory(3)
     writer = _writer(kafka_bootstrap, topic)
     chunks = [range(300, 400), range(400, 500), range(500, 600)]
     with _Run(spark, f"r1-{uuid.uuid4().hex}") as run:
         first = writer(_rows(spark, range(300)), 0)
         jobs = run.jobs()
+        assert jobs == 1
         second = writer(_reordered(spark, chunks, [0, 1, 2]), 1)
         assert run.jobs() - jobs == 1
-    assert first.counting_s > 0 and second.counting_s == 0
+    assert first.counting_s == 0 and second.counting_s == 0
+    assert (first.written, first.slots) == (300, 3)
     assert (second.written, second.skipped, second.slots) == (300, 0, 3)
     with _Run(spark, f"r2-{uuid.uuid4().hex}"):
         again = writer(_reordered(spark, chunks, [2, 0, 1]), 1)
-    assert (again.written, again.skipped) == (0, 300)
-    assert _values(kafka_bootstrap, topic) == list(range(600))
+    assert again.counting_s > 0 and (again.written, again.skipped) == (0, 300)
+    with _Run(spark, f"r3-{uuid.uuid4().hex}") as run:  # restarted: no marker of batch 2
+        then = writer(_rows(spark, range(600, 700)), 2)
+        assert run.jobs() == 1
+    assert then.counting_s == 0 and (then.written, then.skipped) == (100, 0)
+    assert _values(kafka_bootstrap, topic) == list(range(700))
 
 
 def test_a_partly_committed_one_pass_batch_is_completed_by_its_rerun(
@@ -395,3 +403,62 @@ def test_speculation_is_refused(kafka_bootstrap: str,
     assert done.returncode == 0, done.stderr[-3000:]
     assert "refused: spark.speculation=true" in done.stdout
     assert _values(kafka_bootstrap, topic) == []
+
+
+def test_a_slot_committed_after_the_drivers_marker_scan_is_found_by_its_task(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of which the driver's scan found no marker is written in one pass, but
+    each task reads its slot's marker after its own producer's init: a zombie of an
+    earlier run that committed the slot after the scan (here: the scan is made to see
+    nothing) is found, and its rows are not written twice."""
+    from gridstream.spark._kafka_slots import Marker, content_of, marker_key, marker_partition
+    from gridstream.spark.kafka_writer import _content, _hashes
+
+    topic, markers = topic_factory(3), topic_factory(8)
+    writer = _writer(kafka_bootstrap, topic, marker_topic=markers)
+    query = writer.query_id
+    assert query is not None
+    batch = _rows(spark, range(300), partitions=1)
+    [(part, rows, h1, h2)] = _content(_hashes(writer._rows(batch)))
+    zombie = Producer({"bootstrap.servers": kafka_bootstrap,
+                       "transactional.id": writer.transactional_id(query, part)})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    for row in batch.collect():
+        zombie.produce(topic, bytes(row.value), bytes(row.key))
+    zombie.produce(markers, Marker(query, part, 0, 0, rows, content_of(rows, h1, h2)).encode(),
+                   marker_key(query, part), partition=marker_partition(query, part, 8))
+    zombie.commit_transaction(30)
+    monkeypatch.setattr(writer, "_committed", lambda batch_id: {})  # the scan came first
+    with _Run(spark, f"r1-{uuid.uuid4().hex}"):
+        result = writer(batch, 0)
+    assert result.counting_s == 0 and (result.written, result.skipped) == (0, 300)
+    assert _values(kafka_bootstrap, topic) == list(range(300))
+
+
+def test_a_foreach_batch_whose_query_shuffles_is_seen_to_read_a_shuffle(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    """Inside ``foreachBatch`` the batch's plan is a scan of the query's RDD, with no
+    Exchange in it: a query that repartitions (or aggregates) is still told to read a
+    shuffle (from the RDD's lineage), so its one-pass tasks read their markers, and a
+    query that does not is not."""
+    from gridstream.spark.kafka_writer import _reads_shuffle
+    from tests.integration.pipeline_helpers import produce
+
+    topic = topic_factory(2)
+    produce(kafka_bootstrap, topic, [(b"k", str(i).encode()) for i in range(20)])
+    seen: dict[str, list[bool]] = {"plain": [], "shuffled": []}
+    for name in seen:
+        df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka_bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest").load()
+              .select("key", "value"))
+        if name == "shuffled":
+            df = df.repartition(3)
+        query = (df.writeStream.foreachBatch(
+            lambda batch, _, name=name: seen[name].append(_reads_shuffle(batch)))
+            .option("checkpointLocation", str(tmp_path / name))
+            .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+    assert seen == {"plain": [False], "shuffled": [True]}
