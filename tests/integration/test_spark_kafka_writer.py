@@ -200,33 +200,40 @@ def test_a_rerun_fences_every_slot_an_earlier_run_may_have_used(
     assert _values(kafka_bootstrap, topic) == list(range(600))
 
 
+def _commit_by_hand(bootstrap: str, writer: KafkaExactlyOnceWriter, topic: str, batch: Any,
+                    batch_id: int, marker_partitions: int) -> None:
+    """Commit ``batch`` (one partition) with its slot's producer and marker, as a task of
+    an earlier attempt or run would have."""
+    from gridstream.spark._kafka_slots import Marker, content_of, marker_key, marker_partition
+    from gridstream.spark.kafka_writer import _content, _hashes
+
+    query = writer.query_id
+    assert query is not None
+    [(part, rows, h1, h2)] = _content(_hashes(writer._rows(batch)))
+    producer = Producer({"bootstrap.servers": bootstrap,
+                         "transactional.id": writer.transactional_id(query, part)})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for row in batch.collect():
+        producer.produce(topic, bytes(row.value), bytes(row.key))
+    marker = Marker(query, part, batch_id, 0, rows, content_of(rows, h1, h2))
+    producer.produce(writer.marker_topic, marker.encode(), marker_key(query, part),
+                     partition=marker_partition(query, part, marker_partitions))
+    producer.commit_transaction(30)
+
+
 def test_a_one_pass_batch_that_reads_a_shuffle_checks_its_markers(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
     """A lost shuffle makes Spark run the writer's stage again with attempts from 0 (no
     retry to be seen): a one-pass batch whose plan reads a shuffle still reads its
     markers, so the slot an earlier stage attempt committed (here: by hand, as that
     attempt's task would) is skipped, not written twice."""
-    from gridstream.spark._kafka_slots import Marker, content_of, marker_key, marker_partition
-    from gridstream.spark.kafka_writer import _content, _hashes
-
     topic = topic_factory(3)
     writer = _writer(kafka_bootstrap, topic)
-    query = writer.query_id
-    assert query is not None
     batch = _rows(spark, range(300, 600)).repartition(1)
     with _Run(spark, f"r1-{uuid.uuid4().hex}"):
         writer(_rows(spark, range(300)), 0)
-        [(part, rows, h1, h2)] = _content(_hashes(writer._rows(batch)))
-        producer = Producer({"bootstrap.servers": kafka_bootstrap,
-                             "transactional.id": writer.transactional_id(query, part)})
-        producer.init_transactions(30)
-        producer.begin_transaction()
-        for row in batch.collect():
-            producer.produce(topic, bytes(row.value), bytes(row.key))
-        marker = Marker(query, part, 1, 0, rows, content_of(rows, h1, h2))
-        producer.produce(writer.marker_topic, marker.encode(), marker_key(query, part),
-                         partition=marker_partition(query, part, writer._partitions))
-        producer.commit_transaction(30)
+        _commit_by_hand(kafka_bootstrap, writer, topic, batch, 1, writer._partitions)
         again = writer(batch, 1)   # one pass: follows batch 0 in the same run
     assert again.counting_s == 0 and (again.written, again.skipped) == (0, 300)
     assert _values(kafka_bootstrap, topic) == list(range(600))
@@ -412,24 +419,10 @@ def test_a_slot_committed_after_the_drivers_marker_scan_is_found_by_its_task(
     each task reads its slot's marker after its own producer's init: a zombie of an
     earlier run that committed the slot after the scan (here: the scan is made to see
     nothing) is found, and its rows are not written twice."""
-    from gridstream.spark._kafka_slots import Marker, content_of, marker_key, marker_partition
-    from gridstream.spark.kafka_writer import _content, _hashes
-
-    topic, markers = topic_factory(3), topic_factory(8)
-    writer = _writer(kafka_bootstrap, topic, marker_topic=markers)
-    query = writer.query_id
-    assert query is not None
+    topic = topic_factory(3)
+    writer = _writer(kafka_bootstrap, topic, marker_topic=topic_factory(8))
     batch = _rows(spark, range(300), partitions=1)
-    [(part, rows, h1, h2)] = _content(_hashes(writer._rows(batch)))
-    zombie = Producer({"bootstrap.servers": kafka_bootstrap,
-                       "transactional.id": writer.transactional_id(query, part)})
-    zombie.init_transactions(30)
-    zombie.begin_transaction()
-    for row in batch.collect():
-        zombie.produce(topic, bytes(row.value), bytes(row.key))
-    zombie.produce(markers, Marker(query, part, 0, 0, rows, content_of(rows, h1, h2)).encode(),
-                   marker_key(query, part), partition=marker_partition(query, part, 8))
-    zombie.commit_transaction(30)
+    _commit_by_hand(kafka_bootstrap, writer, topic, batch, 0, 8)  # the zombie's commit
     monkeypatch.setattr(writer, "_committed", lambda batch_id: {})  # the scan came first
     with _Run(spark, f"r1-{uuid.uuid4().hex}"):
         result = writer(batch, 0)

@@ -150,11 +150,8 @@ def test_the_commit_marker_waits_for_room_in_a_full_queue() -> None:
     assert producer.committed and producer.sent == 1 and producer.polled >= 1
 
 
-def test_a_new_transactional_producer_connects_without_the_default_backoff(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A slot moving to another worker makes a new producer: librdkafka's default
-    reconnect.backoff.ms (100) made each one's init_transactions take 53 ms on loopback;
-    the operator's own value still wins."""
+def _made_configs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The configurations ``new_producer`` makes its producers with (none is made)."""
     configs: list[dict[str, Any]] = []
 
     class _Made:
@@ -165,6 +162,15 @@ def test_a_new_transactional_producer_connects_without_the_default_backoff(
             return None
 
     monkeypatch.setattr(_producers, "Producer", _Made)
+    return configs
+
+
+def test_a_new_transactional_producer_connects_without_the_default_backoff(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slot moving to another worker makes a new producer: librdkafka's default
+    reconnect.backoff.ms (100) made each one's init_transactions take 53 ms on loopback;
+    the operator's own value still wins."""
+    configs = _made_configs(monkeypatch)
     _producers.new_producer(KafkaProperties({"bootstrap.servers": "b:1"}), "t-0", 5.0)
     _producers.new_producer(KafkaProperties({"bootstrap.servers": "b:1",
                                                "reconnect.backoff.ms": 250}), "t-1", 5.0)
@@ -179,16 +185,7 @@ def test_a_new_transactional_producer_connects_to_every_broker_at_once(
     connected broker to ask for its coordinator about one time in ten and waited 0.5 s
     for librdkafka's coordinator timer (every such exactly-once batch +0.4 s); the
     operator's own value still wins."""
-    configs: list[dict[str, Any]] = []
-
-    class _Made:
-        def __init__(self, config: dict[str, Any]) -> None:
-            configs.append(config)
-
-        def init_transactions(self, timeout: float) -> None:
-            return None
-
-    monkeypatch.setattr(_producers, "Producer", _Made)
+    configs = _made_configs(monkeypatch)
     _producers.new_producer(KafkaProperties({"bootstrap.servers": "b:1"}), "t-0", 5.0)
     _producers.new_producer(KafkaProperties({"bootstrap.servers": "b:1",
                                                "enable.sparse.connections": True}), "t-1", 5.0)
