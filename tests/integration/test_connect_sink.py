@@ -362,6 +362,7 @@ def kill_and_resume(grid: Grid, bootstrap: str, topic_factory: Callable[..., str
     return seen
 
 
+@pytest.mark.slow  # a fault run: 45-100 s (make test-slow)
 def test_driver_killed_mid_stream_resumes_to_each_keys_latest_value(
         grid: Grid, kafka_bootstrap: str, topic_factory: Callable[..., str],
         tmp_path: Path) -> None:

@@ -165,6 +165,7 @@ def _writer(grid: Grid, caches: list[str], keys: int, rounds: int, stop: threadi
     return thread
 
 
+@pytest.mark.slow  # a fault run: 45-100 s (make test-slow)
 def test_backlog_survives_sigkill_of_the_driver(grid: Grid, tmp_path: Path,
                                                 prefix: str) -> None:
     caches = [grid.new_cache() for _ in range(2)]

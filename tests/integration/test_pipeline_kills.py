@@ -104,6 +104,7 @@ def assert_exactly_once(verdict: Verdict, uncommitted: Verdict | None,
 # ------------------------------------------------------------------ the default suite
 
 
+@pytest.mark.slow  # a fault run: 45-100 s (make test-slow)
 @pytest.mark.timeout(1200)
 def test_exactly_once_kafka_to_kafka_survives_two_driver_kills(
         kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,

@@ -100,6 +100,7 @@ def _check_all(spark: Any, cassandra_session: Any, keyspace: str, tmp: Path,
     assert check_delta(spark, str(tmp / "current"), workload) > 0
 
 
+@pytest.mark.slow  # a fault run: 45-100 s (make test-slow)
 def test_sigkilled_pipelines_recover_from_checkpoints(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], keyspace: str,
         cassandra_session: Any, tmp_path: Path) -> None:
