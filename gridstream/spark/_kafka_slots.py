@@ -19,6 +19,7 @@ from gridstream.kafka import KafkaProperties
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import kafka_error
 from gridstream.spark import _producers, worker
+from gridstream.spark._produce_rows import produce_batch, produce_waiting, total
 from gridstream.spark._producers import close_producer, new_producer
 
 if TYPE_CHECKING:
@@ -421,86 +422,8 @@ def _sums(batches: Iterator[pa.RecordBatch], producer: Producer | None, plan: Sl
     records = h1 = h2 = 0
     for batch in batches:
         records += batch.num_rows
-        h1 += _total(batch.column(H1))
-        h2 += _total(batch.column(H2))
+        h1 += total(batch.column(H1))
+        h2 += total(batch.column(H2))
         if producer is not None:
-            _produce(producer, plan, batch)
+            produce_batch(producer, plan.topic, batch)
     return content_of(records, h1, h2)
-
-
-def _total(column: pa.Array) -> int:
-    """The exact sum of an integer column (in Arrow, as decimals: no overflow)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    total = pc.sum(column.cast(pa.decimal128(38, 0))).as_py()
-    return 0 if total is None else int(total)
-
-
-def _constant(column: pa.Array) -> tuple[bool, Any]:
-    """Whether every row of ``column`` holds one value (nulls included), and which."""
-    import pyarrow.compute as pc
-
-    if len(column) == 0 or column.null_count == len(column):
-        return True, None
-    if column.null_count == 0 and pc.count_distinct(column).as_py() == 1:
-        return True, column[0].as_py()
-    return False, None
-
-
-def _produce(producer: Producer, plan: SlotPlan, batch: pa.RecordBatch) -> None:
-    """Produce the batch's rows: one topic, no partitions and no headers (the usual
-    batch) in a loop of ``produce(topic, value, key)``; any other row by row."""
-    import pyarrow.compute as pc
-
-    names = batch.schema.names
-    rows = batch.num_rows
-    if not rows:
-        return
-    values = batch.column("value").to_pylist()
-    keys = batch.column("key").to_pylist() if "key" in names else [None] * rows
-    topic, topics = plan.topic, None
-    if "topic" in names:
-        same, value = _constant(batch.column("topic"))
-        if not same:
-            topics = batch.column("topic").to_pylist()
-        elif value:  # a null or empty topic: the writer's
-            topic = value
-    parts = None
-    if "partition" in names and batch.column("partition").null_count < rows:
-        parts = batch.column("partition").to_pylist()
-    heads = None
-    if "headers" in names and batch.column("headers").null_count < rows and pc.max(
-            pc.list_value_length(batch.column("headers"))).as_py():
-        heads = batch.column("headers").to_pylist()
-    if topics is None and parts is None and heads is None:
-        if topic is None:
-            raise SparkError("the batch's rows have no topic and the writer no topic")
-        produce = producer.produce
-        for k, v in zip(keys, values, strict=True):
-            try:
-                produce(topic, v, k)
-            except BufferError:
-                produce_waiting(producer, topic, v, k)
-        return
-    topics = topics or [topic] * rows
-    parts = parts or [None] * rows
-    heads = heads or [None] * rows
-    for k, v, t, p, h in zip(keys, values, topics, parts, heads, strict=True):
-        kwargs: dict[str, Any] = {"partition": -1 if p is None else p}
-        if h:
-            kwargs["headers"] = [(e["key"], e["value"]) for e in h]
-        produce_waiting(producer, t or plan.topic, v, k, **kwargs)
-
-
-def produce_waiting(producer: Producer, topic: str | None, value: Any, key: Any,
-                    **kwargs: Any) -> None:
-    """``producer.produce``, waiting (serving delivery reports) while its queue is full."""
-    if topic is None:
-        raise SparkError("a row has no topic and the writer no default topic")
-    while True:
-        try:
-            producer.produce(topic, value, key, **kwargs)
-            return
-        except BufferError:
-            producer.poll(0.05)

@@ -34,7 +34,8 @@ from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import kafka_error
 from gridstream.spark import _producers
-from gridstream.spark._kafka_slots import Marker, SlotPlan, SlotTxn, open_slot, produce_waiting
+from gridstream.spark._kafka_slots import Marker, SlotPlan, SlotTxn, open_slot
+from gridstream.spark._produce_rows import produce_waiting
 
 __all__ = ["BATCH_PROPERTY", "PRODUCER_OPTION", "SINK_OPTION", "ProducingRows", "SinkSpec",
            "batch_plan", "origin", "plan_from"]
