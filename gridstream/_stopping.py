@@ -89,7 +89,13 @@ def stop_on_signals(stop: Callable[[], None],
     """Call ``stop`` on each of ``signals`` inside the block, then restore the previous
     handlers. ``stop`` runs inside the handler, so it must take no lock
     (``StopFlag.set`` takes none). Outside the main thread nothing is installed (Python
-    only runs handlers there)."""
+    only runs handlers there).
+
+    The signals are also unblocked in this thread for the block (the previous mask is
+    restored after it): a process inherits its parent's signal mask, and one started
+    with them blocked (by a parent thread that had them blocked, as some native
+    libraries do while they start threads) would otherwise never see a SIGTERM, and
+    its loop would sleep on through every stop request."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -98,10 +104,15 @@ def stop_on_signals(stop: Callable[[], None],
         stop()
 
     previous: dict[signal.Signals, Any] = {}
+    mask: set[int | signal.Signals] | None = None
     try:
         for sig in signals:
             previous[sig] = signal.signal(sig, handler)
+        # after the handlers: a signal pending while blocked is delivered here, to them
+        mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
         yield
     finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for sig, old in previous.items():
             signal.signal(sig, old)

@@ -117,3 +117,21 @@ def test_setting_a_closed_flag_writes_to_no_other_file() -> None:
     finally:
         for fd in {read_end, write_end, old_write}:
             os.close(fd)
+
+
+def test_the_signals_are_unblocked_inside_and_the_mask_restored_after() -> None:
+    """A process started with the stop signals blocked (an inherited mask) still gets
+    them inside the block: the one pending since before it is delivered on entry."""
+    flag = StopFlag()
+    outer = signal.signal(signal.SIGUSR1, lambda signum, frame: None)  # never the default
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+    try:
+        os.kill(os.getpid(), signal.SIGUSR1)  # pending: blocked
+        assert not flag.is_set()
+        with stop_on_signals(flag.set, (signal.SIGUSR1,)):
+            assert signal.SIGUSR1 not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            assert flag.wait(5) is True
+        assert signal.SIGUSR1 in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        signal.signal(signal.SIGUSR1, outer)

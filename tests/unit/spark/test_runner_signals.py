@@ -92,12 +92,21 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.parametrize("blocked", [False, True], ids=["", "blocked-by-parent"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_running_runner_stops_cleanly_on_a_signal(sig: signal.Signals) -> None:
-    """The loop waits 30 s between polls: only the signal can end it within the timeout."""
+def test_a_running_runner_stops_cleanly_on_a_signal(sig: signal.Signals,
+                                                    blocked: bool) -> None:
+    """The loop waits 30 s between polls: only the signal can end it within the timeout.
+    A child inherits its parent's signal mask: started with the stop signals blocked,
+    it still stops on them (it did not, and slept through its 30 s)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGINT]
+                                  if blocked else [])
+    try:
+        child = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     try:
         assert child.stdout is not None
         lines = []
