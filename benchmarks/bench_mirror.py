@@ -70,7 +70,8 @@ from confluent_kafka.admin import AdminClient
 from benchmarks import _smoke
 from gridstream import stack
 from gridstream.consumer import OperationConsumer
-from gridstream.mirror import PRODUCER_DEFAULTS, InMemoryLog, KafkaSyncEndpoint, Mirror
+from gridstream.mirror import PRODUCER_DEFAULTS, KafkaSyncEndpoint, Mirror
+from gridstream.mirror.testing import InMemoryLog
 from gridstream.model import SpaceDocument
 from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
 from gridstream.protocol import KafkaMessage, OperationDecoder, OperationEncoder

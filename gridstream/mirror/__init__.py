@@ -1,4 +1,5 @@
-"""The write-behind mirror and its sync endpoints (Kafka first)."""
+"""The write-behind mirror and its sync endpoints (Kafka first). An in-memory log for
+tests and examples is in ``gridstream.mirror.testing``."""
 
 from __future__ import annotations
 
@@ -6,12 +7,10 @@ from gridstream.mirror.endpoint import SyncEndpoint
 from gridstream.mirror.kafka import PRODUCER_DEFAULTS, KafkaSyncEndpoint, TopicSettings
 from gridstream.mirror.policy import Reason, UndeliverableError, UndeliverablePolicy
 from gridstream.mirror.service import HasLogReader, Mirror, MirrorMetrics, RetryPolicy
-from gridstream.mirror.testing import InMemoryLog
 
 __all__ = [
     "PRODUCER_DEFAULTS",
     "HasLogReader",
-    "InMemoryLog",
     "KafkaSyncEndpoint",
     "Mirror",
     "MirrorMetrics",

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gridstream.consumer import OperationConsumer, OperationRecord
-from gridstream.mirror import InMemoryLog
+from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
 from gridstream.reconcile import canonical_entity, first_difference, show
 

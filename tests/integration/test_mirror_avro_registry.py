@@ -17,7 +17,8 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from gridstream.errors import MirrorError
-from gridstream.mirror import InMemoryLog, KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
 from gridstream.protocol.avro import AvroCodec, envelope_of_record
 

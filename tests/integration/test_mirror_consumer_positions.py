@@ -11,7 +11,8 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from gridstream.consumer import OffsetOutOfRangeError, OperationConsumer, OperationRecord
-from gridstream.mirror import InMemoryLog, KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import PropertySpec, TypeDescriptor
 
 MakeTopic = Callable[..., str]

@@ -10,8 +10,9 @@ import pytest
 
 from gridstream.consumer import OperationConsumer, OperationRecord
 from gridstream.errors import KafkaClientError
-from gridstream.mirror import InMemoryLog, KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaSyncEndpoint, Mirror
 from gridstream.mirror.kafka import committed_position
+from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import PropertySpec, TypeDescriptor
 from gridstream.reconcile import compare
 from gridstream.reconcile.readers import from_records

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from gridstream.errors import EndpointError
-from gridstream.mirror import InMemoryLog, KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaSyncEndpoint, Mirror
 from gridstream.mirror.kafka import committed_position
+from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import PropertySpec, TypeDescriptor
 from tests.integration.mirror_helpers import assert_exactly_once, consume_all
 

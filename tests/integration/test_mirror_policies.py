@@ -9,14 +9,9 @@ from typing import Any
 
 import pytest
 
-from gridstream.mirror import (
-    InMemoryLog,
-    KafkaSyncEndpoint,
-    Mirror,
-    Reason,
-    UndeliverableError,
-)
+from gridstream.mirror import KafkaSyncEndpoint, Mirror, Reason, UndeliverableError
 from gridstream.mirror.kafka import committed_position
+from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import Operation, OpType, TypeDescriptor
 from gridstream.protocol import OperationDecoder
 from tests.integration.mirror_helpers import consume_all

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gridstream.consumer import OperationConsumer
-from gridstream.mirror import InMemoryLog, KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import OpType, PropertySpec, TypeDescriptor
 from gridstream.stores.sql import SqlStore, run_sql_consumer
 from tests.integration.mirror_helpers import random_workload

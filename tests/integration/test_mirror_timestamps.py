@@ -10,7 +10,8 @@ import uuid
 from collections.abc import Callable
 
 from gridstream.consumer import OperationConsumer, OperationRecord
-from gridstream.mirror import InMemoryLog, KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import PropertySpec, TypeDescriptor
 from gridstream.protocol import H_TS, header_value
 

@@ -13,9 +13,10 @@ import pytest
 
 from gridstream._stopping import stop_on_signals
 from gridstream.errors import EndpointError, KafkaClientError, MirrorError, OperationLogError
-from gridstream.mirror import InMemoryLog, Mirror, RetryPolicy, UndeliverableError
+from gridstream.mirror import Mirror, RetryPolicy, UndeliverableError
 from gridstream.mirror.endpoint import SyncEndpoint
 from gridstream.mirror.policy import Reason
+from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
 from tests.unit.test_stopping import lock_calls
 
