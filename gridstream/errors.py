@@ -19,6 +19,7 @@ __all__ = [
     "LogCorruptedError",
     "MirrorError",
     "NewSchemaError",
+    "NotInstalledError",
     "OperationLogError",
     "PositionLostError",
     "RecordError",
@@ -40,6 +41,12 @@ class GridstreamError(Exception):
 
 class ConfigError(GridstreamError):
     """A configuration value is missing, malformed or contradictory."""
+
+
+class NotInstalledError(ConfigError, ImportError):
+    """An optional dependency is not installed; the message names the ``pip install``
+    extra that brings it (``gridstream._optional`` has the one table of them). It is an
+    ``ImportError`` too, so code that tolerates a missing package keeps tolerating it."""
 
 
 class StackError(GridstreamError):

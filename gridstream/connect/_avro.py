@@ -39,6 +39,7 @@ from typing import Any
 
 import orjson
 
+from gridstream._optional import require
 from gridstream.connect._avro_schema import (
     NAMESPACE,
     Form,
@@ -187,13 +188,7 @@ class AvroConverter(Converter):
 
     def __init__(self, config: ConverterConfig, *, registry: Registry | None = None) -> None:
         super().__init__(config)
-        try:
-            import fastavro
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ConfigError("the avro converter needs: pip install "
-                              "'gridstream[registry]'") from exc
-
-        self._fastavro: Any = fastavro
+        self._fastavro: Any = require("fastavro", "the avro converter")
         if registry is None:
             if not config.schema_registry_url:
                 raise ConfigError("value.converter 'avro' needs schema.registry.url")

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gridstream import stack
+from gridstream._optional import require
 from gridstream.demo.hazelcast import (
     HzNames,
     Orders,
@@ -129,7 +130,7 @@ def _run_flows(bootstrap: str, space_types: dict[str, Any], store: list[dict[str
 
 
 def _cassandra_cluster(cleanup: ExitStack) -> Any:
-    from cassandra.cluster import Cluster
+    Cluster = require("cassandra.cluster", "the demo").Cluster  # noqa: N806
 
     host, port = stack.services(["cassandra"])[0].address.rsplit(":", 1)
     cluster = Cluster([host], port=int(port))

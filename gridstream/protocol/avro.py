@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from gridstream._optional import require
 from gridstream.errors import CodecError, ConfigError
 from gridstream.operations import PropertySpec, TypeDescriptor
 from gridstream.protocol.codec_base import Codec
@@ -219,10 +220,7 @@ class AvroCodec(Codec):
                  schema_registry_url: str | None = None,
                  basic_auth_user_info: str | None = None,
                  subject_strategy: str = "record") -> None:
-        try:
-            import fastavro
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ConfigError("the avro codec needs: pip install 'gridstream[avro]'") from exc
+        fastavro = require("fastavro", "the avro codec")
         if subject_strategy not in SUBJECT_STRATEGIES:
             raise ConfigError(f"avro subject strategy {subject_strategy!r}: use one of "
                               f"{', '.join(SUBJECT_STRATEGIES)}")

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from gridstream._optional import require
 from gridstream.errors import CodecError, ConfigError
 from gridstream.operations import TypeDescriptor
 from gridstream.protocol.avro import AvroCodec
@@ -67,12 +68,7 @@ class MsgpackCodec(Codec):
     name = "msgpack"
 
     def __init__(self) -> None:
-        try:
-            import msgpack
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ConfigError("the msgpack codec needs: pip install 'gridstream[msgpack]'") \
-                from exc
-        self._msgpack: Any = msgpack
+        self._msgpack: Any = require("msgpack", "the msgpack codec")
         self._default = functools.partial(wire_default, binary=True)
 
     def encode(self, envelope: Envelope, descriptor: TypeDescriptor | None) -> bytes:

@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from gridstream._optional import require
 from gridstream.errors import CodecError, ConfigError, RegistryError
 
 __all__ = ["MAGIC", "Registry", "SchemaRegistryClientRegistry", "redacted_url"]
@@ -79,11 +80,7 @@ class SchemaRegistryClientRegistry:
 
     def _open(self) -> Any:
         if self._client is None:
-            try:
-                from confluent_kafka.schema_registry import SchemaRegistryClient
-            except ImportError as exc:  # pragma: no cover - depends on the environment
-                raise ConfigError("Avro with a schema registry needs: pip install "
-                                  "'gridstream[registry]'") from exc
+            SchemaRegistryClient = _schema_registry().SchemaRegistryClient  # noqa: N806
             conf = {"url": self._url}
             if self._user_info is not None:
                 conf["basic.auth.user.info"] = self._user_info
@@ -116,8 +113,8 @@ class SchemaRegistryClientRegistry:
                               f"failed ({self._scrub(detail)})")
 
     def register(self, subject: str, schema: str) -> int:
-        from confluent_kafka.schema_registry import Schema
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
+        Schema = _schema_registry().Schema  # noqa: N806
+        SchemaRegistryError = _schema_registry(".error").SchemaRegistryError  # noqa: N806
 
         client = self._open()
         try:
@@ -147,8 +144,8 @@ class SchemaRegistryClientRegistry:
         return "unknown"
 
     def lookup(self, subject: str, schema: str) -> int | None:
-        from confluent_kafka.schema_registry import Schema
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
+        Schema = _schema_registry().Schema  # noqa: N806
+        SchemaRegistryError = _schema_registry(".error").SchemaRegistryError  # noqa: N806
 
         client = self._open()
         try:
@@ -162,7 +159,7 @@ class SchemaRegistryClientRegistry:
         return int(found.schema_id)
 
     def schema(self, schema_id: int) -> str | None:
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
+        SchemaRegistryError = _schema_registry(".error").SchemaRegistryError  # noqa: N806
 
         client = self._open()
         try:
@@ -178,7 +175,7 @@ class SchemaRegistryClientRegistry:
         return str(found.schema_str)
 
     def latest(self, subject: str) -> str | None:
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
+        SchemaRegistryError = _schema_registry(".error").SchemaRegistryError  # noqa: N806
 
         client = self._open()
         try:
@@ -207,7 +204,7 @@ class SchemaRegistryClientRegistry:
 
     def _read(self, action: str, call: Callable[[], Any]) -> Any:
         """``call()``; None when the registry answers 404 (unknown, or deleted since)."""
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
+        SchemaRegistryError = _schema_registry(".error").SchemaRegistryError  # noqa: N806
 
         try:
             return call()
@@ -222,3 +219,7 @@ class SchemaRegistryClientRegistry:
         self._client = None
 
 
+def _schema_registry(module: str = "") -> Any:
+    """confluent-kafka's schema registry client (or a module of it), or the install
+    command when the ``registry`` extra is missing."""
+    return require("confluent_kafka.schema_registry" + module, "Avro with a schema registry")

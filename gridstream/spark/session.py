@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gridstream._optional import require
 from gridstream.errors import SparkError
 from gridstream.stack._process import find_java
 from gridstream.stack.artifacts import classpath
@@ -77,10 +78,8 @@ def get_spark(
     stderr, and so does whatever the JVM and the Python workers it starts write to their
     stderr (``_stderr_into``; a JVM started before keeps its own).
     """
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError as exc:
-        raise SparkError("pyspark is not installed: pip install 'gridstream[spark]'") from exc
+    require("pyspark", "a Spark session")
+    from pyspark.sql import SparkSession
     _environment()
     jars = [str(j) for name in ("spark", *extra_jar_sets) for j in classpath(name)]
     builder = SparkSession.builder.master(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from gridstream._optional import require
 from gridstream.errors import StackError
 from gridstream.stack import _process
 from gridstream.stack._settings import env_int
@@ -190,12 +191,7 @@ def member_accepts_client(cluster_name: str, address: str, timeout_s: float = 5.
     about ``timeout_s`` (twice that at most: a member that takes the connection but never
     answers — e.g. stuck in garbage collection — holds the client's connect past its own
     timeout, so the check runs in a daemon thread and is given up on)."""
-    try:
-        from hazelcast.client import HazelcastClient
-    except ImportError as exc:
-        raise StackError(
-            "the Hazelcast service needs its client: pip install 'gridstream[hazelcast]'"
-        ) from exc
+    HazelcastClient = require("hazelcast.client", "the Hazelcast service").HazelcastClient  # noqa: N806
     answer: list[bool] = []
 
     def check() -> None:

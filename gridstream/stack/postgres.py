@@ -29,6 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from urllib.parse import quote
 
+from gridstream._optional import require
 from gridstream.errors import StackError
 from gridstream.stack import _process
 from gridstream.stack.service import LOOPBACK, LocalService
@@ -64,13 +65,7 @@ def find_bin_dir(root: Path = _DEBIAN_ROOT) -> Path:
 
 def _psycopg() -> ModuleType:
     """psycopg, or the install command when it is missing."""
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise StackError(
-            "the postgres service needs psycopg: pip install 'gridstream[postgres]'"
-        ) from exc
-    return psycopg
+    return require("psycopg", "the postgres service")
 
 
 def _service_user(name: str) -> _process.RunAs:

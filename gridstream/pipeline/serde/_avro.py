@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from gridstream._optional import require
 from gridstream.errors import CodecError, ConfigError
 from gridstream.pipeline.serde._avro_jvm import (
     AvroPlan,
@@ -97,7 +98,7 @@ def load_schema(given: Any, prop: str) -> dict[str, Any] | list[Any] | str:
 
 
 def _parse(schema: Any, what: str, error: type[Exception]) -> Any:
-    import fastavro
+    fastavro = require("fastavro", "Avro in a pipeline")
 
     try:
         return fastavro.parse_schema(schema, named_schemas={})
@@ -281,7 +282,7 @@ class AvroDeserializer(_Lazy, Deserializer):
         return found
 
     def python(self, topic: str, data: bytes | None) -> Any:
-        import fastavro
+        fastavro = require("fastavro", "Avro in a pipeline")
 
         if data is None:
             return None
@@ -307,7 +308,7 @@ class AvroDeserializer(_Lazy, Deserializer):
         return value
 
     def _extra(self, data: bytes, writer: _Reader) -> dict[str, str]:
-        import fastavro
+        fastavro = require("fastavro", "Avro in a pipeline")
 
         body = io.BytesIO(data)
         body.seek(HEADER.size)
@@ -435,7 +436,7 @@ class AvroSerializer(_Lazy, Serializer):
         return ids.register(subject, text)
 
     def python(self, topic: str, value: Any) -> bytes | None:
-        import fastavro
+        fastavro = require("fastavro", "Avro in a pipeline")
 
         if value is None:
             return None

@@ -20,7 +20,8 @@ import functools
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gridstream.errors import ConfigError, StoreError
+from gridstream._optional import require
+from gridstream.errors import StoreError
 from gridstream.fold import EntityState, OpRow, fold
 from gridstream.spark import worker
 from gridstream.spark.sinks.base import BatchSink, SinkResult
@@ -38,12 +39,7 @@ _FOLD_DDL = STATE_DDL + ", applied BIGINT, stale BIGINT"
 
 
 def _delta_table() -> Any:
-    try:
-        from delta.tables import DeltaTable
-    except ImportError as exc:
-        raise ConfigError("the delta sink needs delta-spark: pip install 'gridstream[spark]'") \
-            from exc
-    return DeltaTable
+    return require("delta.tables", "the delta sink").DeltaTable
 
 
 def _fold_partition(fixed: Mapping[str, list[str]], batches: Iterator[Any]) -> Iterator[Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gridstream._optional import require
 from gridstream.errors import ConfigError
 
 __all__ = ["CONSISTENCY_LEVELS", "consistency_level", "require_driver", "row_values"]
@@ -25,12 +26,7 @@ CONSISTENCY_LEVELS = (
 
 def require_driver() -> None:
     """Fail with the install command when cassandra-driver is missing."""
-    try:
-        import cassandra  # noqa: F401
-    except ImportError as exc:
-        raise ConfigError(
-            "the Cassandra store needs cassandra-driver: pip install 'gridstream[cassandra]'"
-        ) from exc
+    require("cassandra", "the Cassandra store")
 
 
 def consistency_level(name: str) -> int:

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 
+from gridstream._optional import require
 from gridstream.errors import ConfigError
 
 __all__ = [
@@ -102,11 +103,7 @@ def create_engine(url: str) -> Engine:
     try:
         describe_url(url)  # every error of the store names where the URL points
         if target.startswith("postgresql"):
-            try:
-                import psycopg  # noqa: F401
-            except ImportError as exc:
-                raise ConfigError(
-                    "PostgreSQL needs psycopg: pip install 'gridstream[postgres]'") from exc
+            require("psycopg", "PostgreSQL")
             return sa.create_engine(target, hide_parameters=True, pool_pre_ping=True)
         engine = sa.create_engine(target, hide_parameters=True, connect_args={"timeout": 30})
     except (ValueError, sa.exc.ArgumentError) as exc:  # the messages hold no password
