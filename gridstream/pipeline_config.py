@@ -52,7 +52,6 @@ from typing import Any
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -60,6 +59,7 @@ from pydantic import (
     model_validator,
 )
 
+from gridstream._config import StrictModel, importance
 from gridstream.connect.config import ConnectorConfig, secret_properties
 from gridstream.errors import ConfigError
 from gridstream.spark.config import PipelineConfig
@@ -75,17 +75,20 @@ CONNECTOR_CLASSES = {
 }
 """``connector.class`` spellings (Kafka Connect's) and the ``kind`` each one means."""
 
-_STRICT = ConfigDict(frozen=True, populate_by_name=True, extra="forbid",
-                     hide_input_in_errors=True)
 
 
-class KafkaDefaults(BaseModel):
+class KafkaDefaults(StrictModel):
     """``[kafka]``: bootstrap servers and client properties shared by every pipeline."""
 
-    model_config = _STRICT
-    bootstrap_servers: str = Field(default="127.0.0.1:9092", alias="bootstrap.servers")
+    bootstrap_servers: str = Field(
+        default="127.0.0.1:9092", alias="bootstrap.servers", json_schema_extra=importance("high")
+    )
+    """The Kafka cluster of every flow that does not name its own bootstrap servers."""
     properties: dict[str, str | int | float | bool | SecretStr] = Field(default_factory=dict)
-    """Secret properties (``gridstream.kafka.config.is_secret``) are held as ``SecretStr``."""
+    """Kafka client properties every flow's clients take (``security.protocol``, ...);
+    a flow's own properties win over them, and a connector naming its own
+    ``bootstrap_servers`` takes none of them. Secret properties
+    (``gridstream.kafka.config.is_secret``) are held as ``SecretStr``, never printed."""
 
     @field_validator("properties")
     @classmethod
@@ -93,31 +96,40 @@ class KafkaDefaults(BaseModel):
         return secret_properties(value)
 
 
-class SparkSettings(BaseModel):
+class SparkSettings(StrictModel):
     """``[spark]``: where and how Spark runs (``local[2]`` by default)."""
 
-    model_config = _STRICT
     master: str | None = None
+    """The Spark master URL (``local[4]``, ``spark://host:7077``). Unset:
+    ``$GRIDSTREAM_SPARK_MASTER``, else ``local[2]``."""
     app_name: str = "gridstream-pipelines"
+    """The Spark application's name."""
     conf: dict[str, str] = Field(default_factory=dict)
+    """Spark configuration entries (``"spark.sql.shuffle.partitions" = "4"``); they win
+    over gridstream's defaults."""
 
 
-class RunSettings(BaseModel):
+class RunSettings(StrictModel):
     """``[run]``: supervision of the running pipelines and connectors."""
 
-    model_config = _STRICT
     max_restarts: int = Field(default=10, ge=0)
     """Restarts in a row of a flow whose failure may pass by itself (a service
     unreachable, a store refusing); a permanent failure is never restarted."""
     restart_delay_s: float = Field(default=2.0, ge=0)
     """The wait before the first restart; it doubles at each one, up to
     ``restart_max_delay_s``."""
-    restart_max_delay_s: float = Field(default=60.0, ge=0)
+    restart_max_delay_s: float = Field(default=60.0, ge=0, json_schema_extra=importance("low"))
+    """The longest wait before a restart, in seconds: where the doubling of
+    ``restart_delay_s`` stops (never below ``restart_delay_s``)."""
     wait_for_inputs_s: float = Field(default=300.0, ge=0)
-    """How long a flow waits for a topic it reads that is not there yet (another flow of
-    the file creates it), checking every few seconds; then it fails."""
-    progress_interval_s: float = Field(default=1.0, gt=0)
-    heartbeat_s: float = Field(default=60.0, gt=0)
+    """How long, in seconds, a flow waits for a topic it reads that is not there yet and
+    that no flow of the file writes (another application may create it), checking every
+    few seconds; then it fails. A topic a flow of the file creates is waited for as long
+    as it takes."""
+    progress_interval_s: float = Field(default=1.0, gt=0, json_schema_extra=importance("low"))
+    """How often, in seconds, the run looks at its flows: prints their batch lines,
+    updates the status, and handles failures and due restarts."""
+    heartbeat_s: float = Field(default=60.0, gt=0, json_schema_extra=importance("low"))
     """An idle flow prints a line after this long without a batch."""
     status: bool = True
     """Serve ``/metrics``, ``/status`` and the status page on loopback."""
@@ -127,8 +139,9 @@ class RunSettings(BaseModel):
     log_dir: str | None = None
     """Where the run's log file goes (default ``$GRIDSTREAM_HOME/logs``)."""
     allowed_modules: tuple[str, ...] = ()
-    """Modules a connector's ``cacheFilter`` may be imported from (with those of
-    ``GRIDSTREAM_ALLOWED_MODULES``); nothing else is ever imported from config."""
+    """Modules (and their submodules) that a connector's ``cacheFilter`` and an API
+    pipeline's functions (steps, ``key_fn``, ``value_fn``) may be imported from, with
+    those of ``GRIDSTREAM_ALLOWED_MODULES``; nothing else is ever imported from config."""
 
     @model_validator(mode="before")
     @classmethod
@@ -140,16 +153,22 @@ class RunSettings(BaseModel):
         return data
 
 
-class PipelineFile(BaseModel):
+class PipelineFile(StrictModel):
     """A whole run file: store pipelines and connectors."""
 
-    model_config = _STRICT
     kafka: KafkaDefaults = Field(default_factory=KafkaDefaults)
+    """``[kafka]``: the Kafka cluster and client properties the flows share."""
     spark: SparkSettings = Field(default_factory=SparkSettings)
+    """``[spark]``: the Spark session every flow runs on."""
     run: RunSettings = Field(default_factory=RunSettings)
+    """``[run]``: supervision, status endpoint, log file and the allow-list of modules."""
     types: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """``[types."<name>"]``: the types the store pipelines declare (id property,
+    properties and their kinds, indexes; ``gridstream.spark.types``), by type name."""
     pipeline: list[PipelineConfig] = Field(default_factory=list)
+    """The store pipelines: ``[[pipeline]]`` sections without a ``source`` table."""
     connector: list[ConnectorConfig] = Field(default_factory=list)
+    """The ``[[connector]]`` sections: grid ↔ Kafka connectors."""
     api_pipelines: list[Any] = Field(default_factory=list, exclude=True)
     """``[[pipeline]]`` sections with a ``source`` table (pipelines of the API, validated
     by ``load_config`` into ``gridstream.pipeline.config.ApiPipelineConfig``)."""

@@ -16,7 +16,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -25,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from gridstream._config import StrictModel
 from gridstream.kafka.config import is_secret, lossy_producer_setting
 from gridstream.kafka.where import KafkaPosition, kafka_where, parse_kafka_where
 from gridstream.spark.config import parse_trigger
@@ -46,8 +46,6 @@ __all__ = [
     "TransformConfig",
 ]
 
-_STRICT = ConfigDict(frozen=True, populate_by_name=True, extra="forbid",
-                     hide_input_in_errors=True)
 
 
 def _flag(value: Any) -> Any:
@@ -178,10 +176,9 @@ def _names(value: Any) -> Any:
 # ------------------------------------------------------------------------- grids
 
 
-class SpaceGridSettings(BaseModel):
+class SpaceGridSettings(StrictModel):
     """``grid = { kind = "space", data_dir = "...", space_name = "..." }``."""
 
-    model_config = _STRICT
     kind: Literal["space"] = "space"
     data_dir: str = Field(min_length=1)
     space_name: str = Field(min_length=1)
@@ -189,10 +186,9 @@ class SpaceGridSettings(BaseModel):
     id_property: str = "id"
 
 
-class HazelcastGridSettings(BaseModel):
+class HazelcastGridSettings(StrictModel):
     """``grid = { kind = "hazelcast", members = ["127.0.0.1:5701"], cluster_name = ... }``."""
 
-    model_config = _STRICT
     kind: Literal["hazelcast"] = "hazelcast"
     cluster_name: str = "gridstream"
     members: tuple[str, ...] = Field(default=("127.0.0.1:5701",), min_length=1)
@@ -213,7 +209,7 @@ GridSettings = Annotated[SpaceGridSettings | HazelcastGridSettings, Field(discri
 # ------------------------------------------------------------------------- shared parts
 
 
-class TransformConfig(BaseModel):
+class TransformConfig(StrictModel):
     """One step of a transform chain (``transforms = [{ type = "rename", ... }]``).
 
     ``type`` is one of: ``rename`` (``fields`` = {old = new}), ``drop`` (``fields`` =
@@ -223,11 +219,11 @@ class TransformConfig(BaseModel):
     (``topics`` = {cache = topic}), ``value_to_key`` (``fields``), ``flatten``
     (``delimiter``). Which keys each type takes: ``gridstream.connect.transforms``."""
 
-    model_config = ConfigDict(frozen=True, extra="allow", hide_input_in_errors=True)
+    model_config = ConfigDict(extra="allow")  # a transform type's own keys
     type: str = Field(min_length=1)
 
 
-class ConverterConfig(BaseModel):
+class ConverterConfig(StrictModel):
     """How values (and keys) are written to / read from Kafka.
 
     ``value.converter``: ``json`` (a JSON object), ``json_schema`` (Kafka Connect's
@@ -237,7 +233,6 @@ class ConverterConfig(BaseModel):
     (a JSON scalar: ``"k-1"`` or ``12``) or ``string`` (UTF-8 text, read back as a string).
     """
 
-    model_config = _STRICT
     value: Literal["json", "json_schema", "avro"] = Field(
         default="json", validation_alias=_alias("value", "value.converter", "value_converter"))
     key: Literal["json", "string"] = Field(
@@ -305,10 +300,9 @@ _POLICY_NAMES = ("error_handling_policy", "errorHandlingPolicy", "errors.toleran
 _DEAD_LETTER_NAMES = ("dead_letter_topic", "deadLetterTopic", "errors.deadletterqueue.topic.name")
 
 
-class _Common(BaseModel):
+class _Common(StrictModel):
     """Options both connector kinds take."""
 
-    model_config = _STRICT
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,100}$")
     grid: GridSettings
     checkpoint: str = Field(min_length=1, validation_alias=_alias(

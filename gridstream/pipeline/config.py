@@ -31,8 +31,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from gridstream._config import StrictModel
 from gridstream.errors import ConfigError
 from gridstream.pipeline.api import Pipeline, Stage
 from gridstream.pipeline.base import Guarantee, Sink, Source
@@ -41,25 +42,39 @@ from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 __all__ = ["SINKS", "SOURCES", "ApiPipelineConfig", "build_job", "is_api_pipeline",
            "validate_api_pipeline"]
 
-_STRICT = ConfigDict(frozen=True, populate_by_name=True, extra="forbid",
-                     hide_input_in_errors=True)
 _STEP_KINDS = ("map", "filter", "flat_map", "map_batch", "window", "join")
 _SCHEMA_STEPS = ("map", "flat_map", "map_batch")
 
 
-class StepConfig(BaseModel):
+class StepConfig(StrictModel):
     """One ``[[pipeline.steps]]`` table: exactly one of ``map``, ``filter``, ``flat_map``,
     ``map_batch`` (a function path), ``window``, ``join`` (a table of options)."""
 
-    model_config = _STRICT
     map: str | None = None
+    """``module:function`` (from an allowed module): each item becomes ``fn(item)``."""
     filter: str | None = None
+    """``module:function`` (from an allowed module): keeps the items for which
+    ``fn(item)`` is true."""
     flat_map: str | None = None
+    """``module:function`` (from an allowed module): each item becomes every item of the
+    iterable ``fn(item)`` (empty: the item is dropped)."""
     map_batch: str | None = None
+    """``module:function`` (from an allowed module): ``fn(batch) -> batch`` on the
+    visible columns of a structured flow, as ``kind`` says."""
     window: dict[str, Any] | None = None
+    """A windowed aggregation on event time, in the JVM: a table of its options
+    (``size``, ``slide``, ``key``, ``aggregate``, ``watermark``, ``timestamp``); needs a
+    structured flow."""
     join: dict[str, Any] | None = None
+    """A stream–table join: a table of its options (``table``, ``on``, ``how``,
+    ``fields``); needs a structured flow."""
     schema_: str | None = Field(default=None, alias="schema")
+    """Spark DDL of the step's output (``"service string, n long"``): the flow becomes
+    structured, later items dicts of those columns. ``map``, ``flat_map`` and
+    ``map_batch`` only (unset on ``map_batch``: the columns it got)."""
     kind: Literal["arrow", "pandas"] | None = None
+    """``map_batch`` only: its batch is a ``pyarrow.RecordBatch`` (``arrow``) or a
+    ``pandas.DataFrame`` (``pandas``). Unset: ``arrow``."""
 
     def which(self) -> tuple[str, Any]:
         """The step's kind and function path (or options); ``ValueError`` unless exactly
@@ -77,41 +92,91 @@ class StepConfig(BaseModel):
         return given[0]
 
 
-class ApiPipelineConfig(BaseModel):
+class ApiPipelineConfig(StrictModel):
     """A ``[[pipeline]]`` with a ``source`` table."""
 
-    model_config = _STRICT
     name: str
+    """The pipeline's name (letters, digits, ``.``, ``_``, ``-``), unique among the run's
+    pipelines and connectors; it names the query, the exactly-once writer's
+    transactional ids and the dead letters' ``gs.error.pipeline`` header."""
     guarantee: Guarantee = Guarantee.NONE
+    """``NONE``, ``AT_LEAST_ONCE`` or ``EXACTLY_ONCE``; above ``NONE`` a ``checkpoint`` is
+    required. A sink (its ``guarantee``) or a source may lower it, never raise it."""
     checkpoint: str | None = None
+    """The Spark checkpoint directory: the query's id and offsets, resumed from after a
+    restart. Unset (``NONE`` only): a temporary one, deleted at the end, and the pipeline
+    is never restarted after a failure."""
     trigger: str | None = None
+    """A duration (``"500 ms"``, ``"5 seconds"``, ``"1 minute"``): a micro-batch that
+    often; ``available_now``: read what is there, then stop; ``real_time``: Spark's
+    real-time mode (stateless steps, at-least-once). Unset: batches as fast as possible."""
     checkpoint_interval: str | None = None
+    """Real-time mode: the length of a batch, how often the checkpoint is written (a
+    duration of at least 100 ms). Unset: 5 seconds, or 100 ms when a Python pass runs."""
     real_time_python: bool = False
+    """Real-time mode: run the Python steps anyway, in a Spark session built with Spark's
+    real-time allow-list check off (``gridstream run`` builds it so); without it a
+    real-time pipeline must run entirely in the JVM."""
     errors: Literal["fail", "log", "dead_letter"] = "fail"
+    """What becomes of a row whose decode, step or encode fails: ``fail`` fails the query
+    naming it, ``log`` logs and skips it, ``dead_letter`` sends its input bytes to
+    ``dead_letter_topic``."""
     dead_letter_topic: str | None = None
+    """The Kafka topic of the bad rows under ``errors = "dead_letter"``: required with it,
+    refused with another policy."""
     source: dict[str, Any]
+    """The source: a table whose ``kind`` picks it (``kafka``), with its options."""
     steps: list[StepConfig] = Field(default_factory=list)
+    """The ``[[pipeline.steps]]``, applied to each item in order between source and sink;
+    none: the source's items go to the sink as they are."""
     sink: dict[str, Any]
+    """The sink: a table whose ``kind`` picks it (``kafka``), with its options."""
 
 
-class KafkaSourceConfig(BaseModel):
-    model_config = _STRICT
+class KafkaSourceConfig(StrictModel):
+    """``source = { kind = "kafka", ... }``: an API pipeline reading Kafka topics."""
+
     kind: Literal["kafka"] = "kafka"
+    """``kafka``: Spark's Kafka source."""
     topics: list[str] | None = None
+    """The topics to read. Exactly one of ``topics`` and ``pattern``."""
     pattern: str | None = None
+    """A regular expression of the topics to read (Spark's ``subscribePattern``). Exactly
+    one of ``topics`` and ``pattern``."""
     projection: Literal["entry", "value", "record"] = "entry"
+    """What an item is: ``entry`` a ``(key, value)`` tuple, ``value`` the value alone,
+    ``record`` a ``KafkaRecord`` (topic, partition, offset, timestamp, key, value,
+    headers)."""
     max_offsets_per_trigger: int | None = Field(default=MAX_OFFSETS_PER_TRIGGER, gt=0)
+    """The most records a micro-batch reads (Spark's ``maxOffsetsPerTrigger``): a backlog
+    drains as many batches. Not applied in real-time mode."""
     properties: dict[str, Any] = Field(default_factory=dict)
+    """Consumer properties and deserializer options (``value.deserializer``,
+    ``auto.offset.reset``, ...), over ``[kafka]``'s bootstrap servers and properties;
+    secret ones never appear in progress lines or errors."""
 
 
-class KafkaSinkConfig(BaseModel):
-    model_config = _STRICT
+class KafkaSinkConfig(StrictModel):
+    """``sink = { kind = "kafka", ... }``: an API pipeline writing a Kafka topic."""
+
     kind: Literal["kafka"] = "kafka"
+    """``kafka``: Spark's Kafka sink, or the exactly-once writer under ``EXACTLY_ONCE``."""
     topic: str
+    """The topic written: a ``(key, value)`` item gives the record's key and value, any
+    other item is the value, with no key (unless ``key_fn`` or ``value_fn`` is set)."""
     key_fn: str | None = None
+    """``module:function`` (from an allowed module) giving each item's key; unset while
+    ``value_fn`` is set: no key."""
     value_fn: str | None = None
+    """``module:function`` (from an allowed module) giving each item's value; unset while
+    ``key_fn`` is set: the whole item."""
     guarantee: Guarantee | None = None
+    """``NONE``, ``AT_LEAST_ONCE`` or ``EXACTLY_ONCE``: lowers the pipeline's guarantee
+    for this sink, never raises it. Unset: the pipeline's."""
     properties: dict[str, Any] = Field(default_factory=dict)
+    """Producer properties and serializer options (``value.serializer``,
+    ``transaction.timeout.ms``, ...), over ``[kafka]``'s bootstrap servers and
+    properties; secret ones never appear in progress lines or errors."""
 
 
 Loader = Callable[[str, str], Callable[..., Any]]

@@ -14,14 +14,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     field_validator,
     model_validator,
 )
 
+from gridstream._config import StrictModel, importance
 from gridstream.spark.dead_letter import ErrorPolicy
 from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 from gridstream.stores.cassandra import CassandraConfig
@@ -36,8 +35,6 @@ __all__ = [
     "parse_trigger",
 ]
 
-_STRICT = ConfigDict(frozen=True, populate_by_name=True, extra="forbid",
-                     hide_input_in_errors=True)
 _UNIT_MS = {
     "ms": 1.0, "millisecond": 1.0, "milliseconds": 1.0, "s": 1000.0, "second": 1000.0,
     "seconds": 1000.0, "m": 60_000.0, "min": 60_000.0, "minute": 60_000.0, "minutes": 60_000.0,
@@ -45,12 +42,14 @@ _UNIT_MS = {
 _TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
 
 
-class CassandraSinkConfig(BaseModel):
+class CassandraSinkConfig(StrictModel):
     """``kind = "cassandra"``; every other key is a ``CassandraConfig`` field."""
 
-    model_config = _STRICT
     kind: Literal["cassandra"] = "cassandra"
+    """``cassandra``: one table per type, written with the shared Cassandra mapping."""
     cassandra: CassandraConfig
+    """The cluster, keyspace and mapping options (``CassandraConfig``); in a run file they
+    sit next to ``kind`` in the ``sink`` table."""
 
     @model_validator(mode="before")
     @classmethod
@@ -61,14 +60,20 @@ class CassandraSinkConfig(BaseModel):
         return values
 
 
-class SqlSinkConfig(BaseModel):
+class SqlSinkConfig(StrictModel):
     """``kind = "sql"``: ``url`` is ``sqlite:///path.db`` or ``postgresql://...``."""
 
-    model_config = _STRICT
     kind: Literal["sql"] = "sql"
+    """``sql``: one table per type in SQLite or PostgreSQL, current state and tombstones."""
     url: SecretStr
+    """The database: ``sqlite:///relative.db``, ``sqlite:////absolute.db`` or
+    ``postgresql://user:pw@host/db``; kept secret (never printed)."""
     table_prefix: str = ""
+    """Starts every type's table name (``shop.Order`` → prefix + ``shop_Order``); stores
+    with other prefixes on the same database never share a table."""
     create_tables: bool = True
+    """Create a type's table when it is first needed; ``false``: each type's table must
+    exist already (the ``gs_tables`` registry is still created)."""
 
     @field_validator("url")
     @classmethod
@@ -79,21 +84,27 @@ class SqlSinkConfig(BaseModel):
         return value
 
 
-class ParquetSinkConfig(BaseModel):
+class ParquetSinkConfig(StrictModel):
     """``kind = "parquet"``: the change log's root directory (any Hadoop path)."""
 
-    model_config = _STRICT
     kind: Literal["parquet"] = "parquet"
+    """``parquet``: the lake's change log, every operation, partitioned by ``type``,
+    ``date`` and ``topic``."""
     path: str = Field(min_length=1)
+    """The change log's root directory (any Hadoop path); several pipelines may write to
+    one path, each query replacing only its own files."""
     compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
+    """The compression codec of the Parquet files (``none``: uncompressed)."""
 
 
-class DeltaSinkConfig(BaseModel):
+class DeltaSinkConfig(StrictModel):
     """``kind = "delta"``: the current-state table's location."""
 
-    model_config = _STRICT
     kind: Literal["delta"] = "delta"
+    """``delta``: the lake's current-state table (Delta Lake), maintained with ``MERGE``."""
     path: str = Field(min_length=1)
+    """The location of the Delta table (created if missing) holding every type's current
+    state and tombstones, partitioned by ``type``."""
 
 
 SinkConfig = Annotated[
@@ -128,53 +139,97 @@ def _policy(value: Any) -> Any:
     return lowered
 
 
-class PipelineConfig(BaseModel):
+class PipelineConfig(StrictModel):
     """One ``[[pipeline]]``: Kafka topics → one sink, checkpointed."""
 
-    model_config = _STRICT
-
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    """The pipeline's name (letters, digits, ``_.-``), unique among the run's pipelines
+    and connectors; it names the pipeline in progress lines, errors and dead letters."""
     topics: tuple[str, ...] | None = Field(
         default=None, validation_alias=AliasChoices("topics", "subscribe"))
+    """The topics to read: a list or comma-separated text. Exactly one of ``topics`` and
+    ``pattern``."""
     pattern: str | None = Field(
         default=None, validation_alias=AliasChoices("pattern", "subscribePattern", "topics.regex"))
+    """A regular expression of the topics to read (Spark's ``subscribePattern``: a topic
+    whose whole name matches); it must not match ``dead_letter_topic``."""
     bootstrap_servers: str | None = Field(
-        default=None, validation_alias=AliasChoices("bootstrap_servers", "bootstrap.servers"))
+        default=None, validation_alias=AliasChoices("bootstrap_servers", "bootstrap.servers"),
+        json_schema_extra=importance("high")
+    )
+    """The Kafka cluster the pipeline reads (and writes its dead letters to). Unset:
+    ``[kafka]``'s; ``[kafka]``'s properties apply either way."""
     starting_offsets: str = Field(
         default="earliest", validation_alias=AliasChoices("starting_offsets", "startingOffsets"))
+    """Where a pipeline without a checkpoint starts: ``earliest``, ``latest`` or Spark's
+    JSON of offsets per partition; a checkpoint's offsets always win."""
     max_offsets_per_trigger: int | None = Field(
         default=MAX_OFFSETS_PER_TRIGGER, ge=1,
         validation_alias=AliasChoices("max_offsets_per_trigger", "maxOffsetsPerTrigger"))
+    """The most records a micro-batch reads (Spark's ``maxOffsetsPerTrigger``): a backlog
+    drains as many batches. None: everything available in one batch (Spark's default)."""
     fail_on_data_loss: bool = Field(
         default=True, validation_alias=AliasChoices("fail_on_data_loss", "failOnDataLoss"))
+    """Fail the query when offsets it should read are gone (out of retention, a topic
+    deleted); ``false`` skips them, and the pipeline's start line says so."""
     min_partitions: int | None = Field(
-        default=None, ge=1, validation_alias=AliasChoices("min_partitions", "minPartitions"))
+        default=None, ge=1, validation_alias=AliasChoices("min_partitions", "minPartitions"),
+        json_schema_extra=importance("low")
+    )
+    """Spark's ``minPartitions``: a batch is read by at least this many Spark tasks,
+    Kafka partitions split when there are fewer. Unset: one task per Kafka partition.
+    Refused with the ``cassandra`` sink (it could reorder an entity's operations)."""
     isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
+    """The consumer's ``isolation.level``: ``read_committed`` reads only committed Kafka
+    transactions (the mirror writes transactions), ``read_uncommitted`` aborted ones too."""
     kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    """The pipeline's Kafka consumer properties, over ``[kafka]``'s ``properties``; those
+    Spark's Kafka source manages itself (``auto.offset.reset``, ``enable.auto.commit``,
+    deserializers, ``interceptor.classes``) are refused. Secret ones never appear in
+    progress lines or errors."""
     checkpoint: str = Field(
         min_length=1, validation_alias=AliasChoices("checkpoint", "checkpointLocation"))
+    """The Spark checkpoint directory (any Hadoop path): the offsets a restarted
+    pipeline resumes from. One per pipeline or connector."""
     trigger: str = "5 seconds"
+    """The micro-batch interval, a duration (``"500 ms"``, ``"5 seconds"``, ``"1 minute"``),
+    or ``available_now``: read what is there, then stop."""
     error_handling_policy: ErrorPolicy = Field(
         default=ErrorPolicy.FAIL,
         validation_alias=AliasChoices("error_handling_policy", "errorHandlingPolicy"))
+    """What a malformed record does: ``fail`` (``STOP_TASK``) fails the batch naming it,
+    ``dead_letter`` sends it to ``dead_letter_topic`` and applies the rest. ``LOG_ONLY``
+    is refused: it would drop records."""
     dead_letter_topic: str | None = Field(
         default=None, validation_alias=AliasChoices(
             "dead_letter_topic", "deadLetterTopic", "errors.deadletterqueue.topic.name"))
+    """The topic malformed records go to under ``dead_letter`` (required with it, unused
+    under ``fail``), with their headers and the reason; never a topic the pipeline
+    reads."""
     unknown_types: Literal["dynamic", "fail"] = "dynamic"
+    """A type not declared under ``[types]``: ``dynamic`` takes it as its id property
+    (``default_id_property``) plus dynamic properties; ``fail`` makes it a batch error."""
     default_id_property: str = "id"
+    """The id property of a type not declared under ``[types]`` (with ``unknown_types =
+    "dynamic"``)."""
     codec: Literal["json", "msgpack", "avro"] = "json"
     """The codec the mirror wrote the topics with (``gridstream.spark.value_codecs``)."""
     schema_registry_url: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("schema_registry_url",
                                                     "schema.registry.url"))
-    """``avro``: the registry holding the writer schemas (it may carry credentials)."""
+    """``avro``: the registry holding the writer schemas; not with ``avro_schema_dir``.
+    Kept secret (never printed): it may carry credentials."""
     basic_auth_user_info: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("basic_auth_user_info",
                                                     "basic.auth.user.info"))
+    """``user:password`` for the registry's basic authentication (only with
+    ``schema_registry_url``); kept secret (never printed)."""
     avro_schema_dir: str | None = None
     """``avro`` without a registry: the local registry's ``<id>.avsc`` files (else the
     ids derive from the declared ``[types]``)."""
     sink: SinkConfig
+    """Where the pipeline writes: a table whose ``kind`` (``cassandra``, ``sql``,
+    ``parquet`` or ``delta``) picks the sink, with that sink's options."""
 
     @field_validator("error_handling_policy", mode="before")
     @classmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,7 +116,10 @@ def test_a_running_runner_stops_cleanly_on_a_signal(sig: signal.Signals,
             if line.strip() == "started":
                 break
         child.send_signal(sig)
-        out, err = child.communicate(timeout=20)
+        try:
+            out, err = child.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the child did not stop: {_where(child.pid)}")
     finally:
         if child.poll() is None:
             child.kill()
@@ -125,6 +129,17 @@ def test_a_running_runner_stops_cleanly_on_a_signal(sig: signal.Signals,
     assert "stopping (Ctrl-C)" in output
     assert "sink closed" in output and "spark stopped" in output
     assert "Traceback" not in err
+
+
+def _where(pid: int) -> str:
+    """What a child that does not stop is doing: its signal state and its stacks."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    signals = [line for line in status.splitlines() if line.startswith(("State", "Sig", "Shd"))]
+    threads = sorted(p.name for p in Path(f"/proc/{pid}/task").iterdir())
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True,
+                          timeout=30)
+    return f"{signals}, threads {threads}\n{dump.stdout}{dump.stderr}"
 
 
 class FinishedQuery(FakeQuery):
