@@ -1,4 +1,11 @@
-"""Checking values against the declared kinds of a type's fixed properties.
+"""The declared kinds' one visitor, and checking values against them.
+
+``KindVisitor`` has one method per ``Kind``; ``visit`` dispatches to it and
+``kind_table`` maps every kind through a visitor at once. Each target mapping (Avro
+types, Spark SQL types, CQL types, the value checks below) is a visitor, so a new kind
+fails type checking in every one of them until each maps it.
+
+Checking values against the declared kinds of a type's fixed properties:
 
 A declared property (``PropertySpec.kind``) accepts ``None`` and values of its kind, in
 the stored form ``gridstream.model.normalize_value`` gives (enums as their values,
@@ -15,40 +22,168 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Generic, TypeVar, assert_never
 
 from gridstream.errors import InvalidEntryError
-from gridstream.operations import PropertySpec, TypeDescriptor
+from gridstream.operations import Kind, PropertySpec, TypeDescriptor
 
-__all__ = ["check_data", "check_path_value", "kind_accepts"]
+__all__ = ["KindVisitor", "check_data", "check_path_value", "kind_accepts", "kind_table",
+           "visit"]
+
+T = TypeVar("T")
+
+
+class KindVisitor(ABC, Generic[T]):
+    """What one target makes of each kind (pyiceberg's schema visitors are the model)."""
+
+    @abstractmethod
+    def str_(self) -> T: ...
+    @abstractmethod
+    def int_(self) -> T: ...
+    @abstractmethod
+    def float_(self) -> T: ...
+    @abstractmethod
+    def bool_(self) -> T: ...
+    @abstractmethod
+    def bytes_(self) -> T: ...
+    @abstractmethod
+    def datetime(self) -> T: ...
+    @abstractmethod
+    def date(self) -> T: ...
+    @abstractmethod
+    def decimal(self) -> T: ...
+    @abstractmethod
+    def uuid(self) -> T: ...
+    @abstractmethod
+    def list_(self) -> T: ...
+    @abstractmethod
+    def set_(self) -> T: ...
+    @abstractmethod
+    def dict_(self) -> T: ...
+    @abstractmethod
+    def object_(self) -> T: ...
+    @abstractmethod
+    def any_(self) -> T: ...
+
+
+def visit(kind: Kind, visitor: KindVisitor[T]) -> T:  # noqa: PLR0911 - one case a kind
+    """``visitor``'s answer for ``kind``."""
+    match kind:
+        case Kind.STR:
+            return visitor.str_()
+        case Kind.INT:
+            return visitor.int_()
+        case Kind.FLOAT:
+            return visitor.float_()
+        case Kind.BOOL:
+            return visitor.bool_()
+        case Kind.BYTES:
+            return visitor.bytes_()
+        case Kind.DATETIME:
+            return visitor.datetime()
+        case Kind.DATE:
+            return visitor.date()
+        case Kind.DECIMAL:
+            return visitor.decimal()
+        case Kind.UUID:
+            return visitor.uuid()
+        case Kind.LIST:
+            return visitor.list_()
+        case Kind.SET:
+            return visitor.set_()
+        case Kind.DICT:
+            return visitor.dict_()
+        case Kind.OBJECT:
+            return visitor.object_()
+        case Kind.ANY:
+            return visitor.any_()
+        case _:
+            assert_never(kind)
+
+
+def kind_table(visitor: KindVisitor[T]) -> dict[Kind, T]:
+    """Every kind's answer: the lookup table of one target."""
+    return {kind: visit(kind, visitor) for kind in Kind}
+
 
 _EXACT = 2**53
 """Every int up to this magnitude is exactly a float."""
-_NOT_MAPS = frozenset({"str", "int", "float", "bool", "bytes", "datetime", "date",
-                       "decimal", "uuid", "list", "set"})
 
 
 def _float_ok(value: Any) -> bool:
     return type(value) is float or (type(value) is int and -_EXACT <= value <= _EXACT)
 
 
-_ACCEPTS: dict[str, Callable[[Any], bool]] = {
-    "str": lambda v: type(v) is str,
-    "int": lambda v: type(v) is int,
-    "float": _float_ok,
-    "bool": lambda v: type(v) is bool,
-    "bytes": lambda v: type(v) is bytes,
-    "datetime": lambda v: isinstance(v, dt.datetime),
-    "date": lambda v: isinstance(v, dt.date) and not isinstance(v, dt.datetime),
-    "decimal": lambda v: type(v) is Decimal or type(v) is int,
-    "uuid": lambda v: isinstance(v, uuid.UUID),
-    "list": lambda v: type(v) is list or type(v) is tuple,
-    "set": lambda v: type(v) is set or type(v) is frozenset,
-    "dict": lambda v: isinstance(v, Mapping),
-    "object": lambda v: isinstance(v, Mapping),
-}
+Check = Callable[[Any], bool]
+
+
+class _Accepts(KindVisitor[Check | None]):
+    """The values a kind accepts, in stored form (``None``: anything)."""
+
+    def str_(self) -> Check:
+        return lambda v: type(v) is str
+
+    def int_(self) -> Check:
+        return lambda v: type(v) is int
+
+    def float_(self) -> Check:
+        return _float_ok
+
+    def bool_(self) -> Check:
+        return lambda v: type(v) is bool
+
+    def bytes_(self) -> Check:
+        return lambda v: type(v) is bytes
+
+    def datetime(self) -> Check:
+        return lambda v: isinstance(v, dt.datetime)
+
+    def date(self) -> Check:
+        return lambda v: isinstance(v, dt.date) and not isinstance(v, dt.datetime)
+
+    def decimal(self) -> Check:
+        return lambda v: type(v) is Decimal or type(v) is int
+
+    def uuid(self) -> Check:
+        return lambda v: isinstance(v, uuid.UUID)
+
+    def list_(self) -> Check:
+        return lambda v: type(v) is list or type(v) is tuple
+
+    def set_(self) -> Check:
+        return lambda v: type(v) is set or type(v) is frozenset
+
+    def dict_(self) -> Check:
+        return lambda v: isinstance(v, Mapping)
+
+    def object_(self) -> Check:
+        return lambda v: isinstance(v, Mapping)
+
+    def any_(self) -> None:
+        return None
+
+
+_ACCEPTS: dict[str, Check | None] = {k.value: c for k, c in kind_table(_Accepts()).items()}
+
+
+class _HoldsPaths(KindVisitor[bool]):
+    """Whether a property of the kind may hold a path (``address.city``) inside."""
+
+    def str_(self) -> bool:
+        return False
+
+    int_ = float_ = bool_ = bytes_ = datetime = date = decimal = uuid = list_ = set_ = str_
+
+    def dict_(self) -> bool:
+        return True
+
+    object_ = any_ = dict_
+
+
+_NOT_MAPS = frozenset(k for k, holds in kind_table(_HoldsPaths()).items() if not holds)
 
 
 def kind_accepts(kind: str, value: Any) -> bool:

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from gridstream.errors import InvalidEntryError, UnknownTypeError
 from gridstream.kinds import check_data
-from gridstream.operations import EntityId, PropertySpec, TypeDescriptor
+from gridstream.operations import EntityId, Kind, PropertySpec, TypeDescriptor
 
 __all__ = [
     "DEFAULT_TOPIC_PROPERTY",
@@ -53,10 +53,10 @@ PLAIN_TYPES: frozenset[type] = frozenset(
 _C = TypeVar("_C", bound=type)
 Loader = Callable[[Any], Any]
 
-_SCALAR_KINDS: dict[Any, str] = {
-    str: "str", int: "int", float: "float", bool: "bool", bytes: "bytes",
-    bytearray: "bytes", dt.datetime: "datetime", dt.date: "date", Decimal: "decimal",
-    uuid.UUID: "uuid", Any: "any", object: "any",
+_SCALAR_KINDS: dict[Any, Kind] = {
+    str: Kind.STR, int: Kind.INT, float: Kind.FLOAT, bool: Kind.BOOL, bytes: Kind.BYTES,
+    bytearray: Kind.BYTES, dt.datetime: Kind.DATETIME, dt.date: Kind.DATE,
+    Decimal: Kind.DECIMAL, uuid.UUID: Kind.UUID, Any: Kind.ANY, object: Kind.ANY,
 }
 _LIST_ORIGINS = (list, tuple, typing.Sequence, typing.MutableSequence)
 _SET_ORIGINS = (set, frozenset, typing.AbstractSet, typing.MutableSet)
@@ -188,13 +188,13 @@ def _spec(name: str, ann: Any, stack: tuple[type, ...]) -> PropertySpec:
     if isinstance(ann, type) and dataclasses.is_dataclass(ann):
         qual = f"{ann.__module__}.{ann.__qualname__}"
         if ann in stack:  # a cycle: describe the reference, not its content
-            return PropertySpec(name, "object", (), qual)
+            return PropertySpec(name, Kind.OBJECT, (), qual)
         nested = _class_specs(ann, (*stack, ann))
-        return PropertySpec(name, "object", nested, qual)
+        return PropertySpec(name, Kind.OBJECT, nested, qual)
     return PropertySpec(name, _kind(ann))
 
 
-def _kind(ann: Any) -> str:
+def _kind(ann: Any) -> Kind:
     if ann in _SCALAR_KINDS:
         return _SCALAR_KINDS[ann]
     origin = typing.get_origin(ann) or ann
@@ -202,14 +202,14 @@ def _kind(ann: Any) -> str:
         return _kind(type(typing.get_args(ann)[0]))
     if isinstance(ann, type) and issubclass(ann, enum.Enum):
         values = {type(m.value) for m in ann}
-        return _kind(values.pop()) if len(values) == 1 else "any"
+        return _kind(values.pop()) if len(values) == 1 else Kind.ANY
     if origin in _LIST_ORIGINS:
-        return "list"
+        return Kind.LIST
     if origin in _SET_ORIGINS:
-        return "set"
+        return Kind.SET
     if origin in _DICT_ORIGINS:
-        return "dict"
-    return "any"
+        return Kind.DICT
+    return Kind.ANY
 
 
 def _loader(ann: Any) -> Loader | None:
@@ -319,7 +319,8 @@ class DocumentType:
     dynamic_properties: bool = True
 
     def descriptor(self) -> TypeDescriptor:
-        fixed = tuple(PropertySpec(n, k) for n, k in self.fixed.items())
+        fixed = tuple(PropertySpec(n, Kind.of(k, f"{self.name}.{n}"))
+                      for n, k in self.fixed.items())
         return TypeDescriptor(
             name=self.name, id_property=self.id, routing_property=self.routing, fixed=fixed,
             indexes=tuple(self.indexes), topic=self.topic,

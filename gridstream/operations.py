@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Bulk", "EntityId", "OpType", "Operation", "PropertySpec", "TypeDescriptor"]
+__all__ = ["Bulk", "EntityId", "Kind", "OpType", "Operation", "PropertySpec", "TypeDescriptor"]
 
 EntityId = str | int
 """An entry's id: a string or an integer (other id types are converted to str)."""
@@ -87,20 +87,55 @@ class Bulk:
         return self.first_seq + len(self.operations)
 
 
+class Kind(StrEnum):
+    """The kind of a declared property. Each target (Avro, Spark SQL, CQL, the value
+    checks) maps every kind through one ``gridstream.kinds.KindVisitor``: a new kind
+    fails type checking in each until it is mapped there."""
+
+    STR = "str"
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    BYTES = "bytes"
+    DATETIME = "datetime"
+    DATE = "date"
+    DECIMAL = "decimal"
+    UUID = "uuid"
+    LIST = "list"
+    SET = "set"
+    DICT = "dict"
+    OBJECT = "object"
+    """A nested declared type (a dataclass field of a dataclass type)."""
+    ANY = "any"
+    """Anything the operation log stores; nothing is checked."""
+
+    @classmethod
+    def of(cls, text: str, where: str) -> Kind:
+        """The kind named ``text``; a ``ValueError`` naming ``where`` and the kinds."""
+        try:
+            return cls(text)
+        except ValueError:
+            raise ValueError(f"{where}: unknown kind {text!r}; one of "
+                             f"{', '.join(cls)}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class PropertySpec:
     """A fixed (declared) property of a type.
 
-    ``kind`` is one of: ``str int float bool bytes datetime date decimal uuid list set
-    dict object any``. For ``object`` (a nested declared type, e.g. a dataclass field of
-    a dataclass type) ``nested`` lists its own fixed properties, so stores can flatten
-    ``address.streetName``-style columns.
+    ``kind`` is a ``Kind`` (its text, ``"str"``, is accepted and converted; an unknown
+    one is a ``ValueError``). For ``object`` ``nested`` lists the nested type's own fixed
+    properties, so stores can flatten ``address.streetName``-style columns.
     """
 
     name: str
-    kind: str
+    kind: Kind
     nested: tuple[PropertySpec, ...] = ()
     nested_type: str | None = None
+
+    def __post_init__(self) -> None:
+        if type(self.kind) is not Kind:  # its text: from a file, a log, a schema
+            object.__setattr__(self, "kind", Kind.of(self.kind, f"property {self.name!r}"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ import orjson
 
 from gridstream._optional import require
 from gridstream.errors import CodecError, ConfigError
+from gridstream.kinds import KindVisitor, kind_table
 from gridstream.operations import PropertySpec, TypeDescriptor
 from gridstream.protocol.codec_base import Codec
 from gridstream.protocol.envelope import Envelope
@@ -56,14 +57,47 @@ MAGIC = 0
 KIND = "gridstream.kind"
 _HEADER = struct.Struct(">bI")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_NATIVE: dict[str, Any] = {
-    "str": "string", "int": "long", "float": "double", "bool": "boolean", "bytes": "bytes",
-    "datetime": {"type": "long", "logicalType": "timestamp-micros"},
-    "date": {"type": "int", "logicalType": "date"},
-    "uuid": {"type": "string", "logicalType": "uuid"},
-    "decimal": "string",
-}
-_JSON_KINDS = frozenset({"list", "set", "dict", "any", "object"})
+
+
+class _AvroTypes(KindVisitor[Any]):
+    """A kind's Avro type; ``None``: carried as JSON text in a ``string``."""
+
+    def str_(self) -> Any:
+        return "string"
+
+    def int_(self) -> Any:
+        return "long"
+
+    def float_(self) -> Any:
+        return "double"
+
+    def bool_(self) -> Any:
+        return "boolean"
+
+    def bytes_(self) -> Any:
+        return "bytes"
+
+    def datetime(self) -> Any:
+        return {"type": "long", "logicalType": "timestamp-micros"}
+
+    def date(self) -> Any:
+        return {"type": "int", "logicalType": "date"}
+
+    def decimal(self) -> Any:
+        return "string"
+
+    def uuid(self) -> Any:
+        return {"type": "string", "logicalType": "uuid"}
+
+    def list_(self) -> None:
+        return None
+
+    set_ = dict_ = object_ = any_ = list_
+
+
+_TYPES = kind_table(_AvroTypes())
+_NATIVE: dict[str, Any] = {k.value: t for k, t in _TYPES.items() if t is not None}
+_JSON_KINDS = frozenset(k.value for k, t in _TYPES.items() if t is None)
 
 
 def _avro_name(text: str) -> str:

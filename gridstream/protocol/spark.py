@@ -11,16 +11,49 @@ from __future__ import annotations
 
 import re
 
+from gridstream.kinds import KindVisitor, kind_table
 from gridstream.operations import PropertySpec, TypeDescriptor
 
 __all__ = ["envelope_ddl", "spark_schema_ddl", "spark_type"]
 
-_SIMPLE = {
-    "str": "STRING", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN",
-    "bytes": "BINARY", "datetime": "TIMESTAMP", "date": "DATE", "decimal": "STRING",
-    "uuid": "STRING", "list": "ARRAY<STRING>", "set": "ARRAY<STRING>",
-    "dict": "MAP<STRING, STRING>", "any": "STRING", "object": "STRING",
-}
+
+
+class _SparkTypes(KindVisitor[str]):
+    """A kind's Spark SQL type (an ``object`` with nested properties: a ``STRUCT``)."""
+
+    def str_(self) -> str:
+        return "STRING"
+
+    def int_(self) -> str:
+        return "BIGINT"
+
+    def float_(self) -> str:
+        return "DOUBLE"
+
+    def bool_(self) -> str:
+        return "BOOLEAN"
+
+    def bytes_(self) -> str:
+        return "BINARY"
+
+    def datetime(self) -> str:
+        return "TIMESTAMP"
+
+    def date(self) -> str:
+        return "DATE"
+
+    def list_(self) -> str:
+        return "ARRAY<STRING>"
+
+    set_ = list_
+
+    def dict_(self) -> str:
+        return "MAP<STRING, STRING>"
+
+    decimal = uuid = object_ = any_ = str_
+
+
+_SIMPLE: dict[str, str] = {k.value: t for k, t in kind_table(_SparkTypes()).items()}
 
 
 def _quote(name: str) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gridstream.errors import ConfigError, StoreError
-from gridstream.operations import PropertySpec, TypeDescriptor
+from gridstream.operations import Kind, PropertySpec, TypeDescriptor
 
 __all__ = [
     "PROPERTY_KINDS",
@@ -33,11 +33,8 @@ __all__ = [
     "descriptor_to_table",
 ]
 
-PROPERTY_KINDS = frozenset(
-    {"str", "int", "float", "bool", "bytes", "datetime", "date", "decimal", "uuid", "list",
-     "set", "dict", "object", "any"}
-)
-"""Kinds a declared property may have (see ``PropertySpec``)."""
+PROPERTY_KINDS = frozenset(Kind)
+"""Kinds a declared property may have (see ``Kind``)."""
 
 UnknownTypes = Literal["dynamic", "fail"]
 
@@ -47,12 +44,12 @@ def _spec(name: str, value: Any, where: str) -> PropertySpec:
         if value not in PROPERTY_KINDS:
             kinds = ", ".join(sorted(PROPERTY_KINDS))
             raise ConfigError(f"{where}.{name}: unknown kind {value!r}; one of {kinds}")
-        return PropertySpec(name, value)
+        return PropertySpec(name, Kind(value))
     if isinstance(value, Mapping):
         nested = tuple(_spec(k, v, f"{where}.{name}") for k, v in value.items())
         if not nested:
             raise ConfigError(f"{where}.{name}: a nested object needs at least one property")
-        return PropertySpec(name, "object", nested)
+        return PropertySpec(name, Kind.OBJECT, nested)
     raise ConfigError(f"{where}.{name}: a property is a kind name or a table of properties")
 
 

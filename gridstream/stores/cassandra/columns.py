@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gridstream.errors import StoreError
+from gridstream.kinds import KindVisitor, kind_table
 
 __all__ = [
     "ID_KINDS",
@@ -26,17 +27,46 @@ __all__ = [
 VERSION_COLUMN = "_version"
 """Every table's column holding the version (log sequence number) of the last write."""
 
+
+
+class _CqlTypes(KindVisitor[str | None]):
+    """A kind's native CQL type; ``None``: a blob from the fixed-property serializer."""
+
+    def str_(self) -> str:
+        return "text"
+
+    def int_(self) -> str:
+        return "bigint"
+
+    def float_(self) -> str:
+        return "double"
+
+    def bool_(self) -> str:
+        return "boolean"
+
+    def bytes_(self) -> str:
+        return "blob"
+
+    def datetime(self) -> str:
+        return "timestamp"
+
+    def date(self) -> str:
+        return "date"
+
+    def decimal(self) -> str:
+        return "decimal"
+
+    def uuid(self) -> str:
+        return "uuid"
+
+    def list_(self) -> None:
+        return None
+
+    set_ = dict_ = object_ = any_ = list_
+
+
 NATIVE_CQL_TYPES: dict[str, str] = {
-    "str": "text",
-    "int": "bigint",
-    "float": "double",
-    "bool": "boolean",
-    "bytes": "blob",
-    "datetime": "timestamp",
-    "date": "date",
-    "decimal": "decimal",
-    "uuid": "uuid",
-}
+    k.value: t for k, t in kind_table(_CqlTypes()).items() if t is not None}
 """Property kinds with a native CQL type; every other kind is stored as a blob."""
 
 ID_KINDS: dict[str, str] = {"int": "bigint", "uuid": "uuid", "str": "text"}
