@@ -32,8 +32,9 @@ if TYPE_CHECKING:
         entry,
     )
     from gridstream.reconcile import compare
+    from gridstream.run import PipelineRunner
     from gridstream.space import Space
-    from gridstream.spark import PipelineConfig, PipelineRunner, StorePipeline, get_spark
+    from gridstream.spark import PipelineConfig, StorePipeline, get_spark
     from gridstream.stores.cassandra import CassandraConfig, CassandraSyncEndpoint
     from gridstream.stores.sql import SqlStore
 
@@ -56,7 +57,7 @@ _LAZY: dict[str, str] = {
     "SqlStore": "gridstream.stores.sql",
     # flows on Spark
     "get_spark": "gridstream.spark",
-    "PipelineRunner": "gridstream.spark",
+    "PipelineRunner": "gridstream.run",
     "StorePipeline": "gridstream.spark",
     "PipelineConfig": "gridstream.spark",
     "SourceConnectorConfig": "gridstream.connect",

@@ -53,7 +53,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gridstream.pipeline_config import run_config
+    from gridstream.run.config import run_config
 
     return run_config(args.config)
 

@@ -40,7 +40,7 @@ from gridstream.pipeline.config import (
     KafkaSourceConfig,
     StepConfig,
 )
-from gridstream.pipeline_config import KafkaDefaults, RunSettings, SparkSettings
+from gridstream.run.config import KafkaDefaults, RunSettings, SparkSettings
 from gridstream.spark.config import (
     DeltaSinkConfig,
     ParquetSinkConfig,

@@ -45,7 +45,7 @@ def build_connector(config: SourceConnectorConfig | SinkConnectorConfig, *,
                     allowed_modules: Sequence[str], space: Space | None = None) -> Connector:
     """The connector ``config.kind`` names (imported only when used: each pulls in Spark
     and its grid's client). ``kafka_properties`` are the run's, with the connector's own
-    on top (``gridstream.pipeline_config.connector_kafka``); ``space``: an open Space of
+    on top (``gridstream.run.config.connector_kafka``); ``space``: an open Space of
     this process to read from / write through."""
     # by module name: the implementations live in their own packages
     # (gridstream.connect.source / gridstream.connect.sink)

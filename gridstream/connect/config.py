@@ -3,7 +3,7 @@
 Option names are the seeds' (GridGain's Kafka connector: ``failoverPolicy``,
 ``cacheWhitelist``, ``shallLoadInitialData``, ``tasks.max``, ...); the snake_case
 equivalents are accepted too. Unknown options and bad values are ``ConfigError``s naming
-the option (``gridstream.pipeline_config`` turns pydantic's errors into them). Every
+the option (``gridstream.run.config`` turns pydantic's errors into them). Every
 option, its default and what it guarantees: ``docs/connectors.md``.
 """
 

@@ -106,7 +106,7 @@ def _run_flows(bootstrap: str, space_types: dict[str, Any], store: list[dict[str
                hz: HzPart) -> dict[str, Any]:
     """The store pipelines and the Hazelcast flows in one run, status page served, until
     ``hz.watch`` says they are done; the run's status (every flow's counts)."""
-    from gridstream.pipeline_config import load_config, run_flows
+    from gridstream.run.config import load_config, run_flows
     from gridstream.spark import get_spark
     from gridstream.spark.types import descriptor_to_table
 

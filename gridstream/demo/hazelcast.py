@@ -3,7 +3,7 @@ once) → Kafka → two API pipelines (a map/filter, a windowed aggregation) →
 sink connector → two Hazelcast maps; every one read back and compared with what it must
 hold.
 
-The flows run in one ``gridstream run`` (``pipeline_config.run_flows``), beside the
+The flows run in one ``gridstream run`` (``gridstream.run.config.run_flows``), beside the
 demo's store pipelines, with the status page served. ``Orders`` writes the workload
 while they run and ``Watch`` says when they are done:
 

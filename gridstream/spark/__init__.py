@@ -19,7 +19,6 @@ from gridstream.spark.dead_letter import ErrorPolicy
 from gridstream.spark.envelope import MalformedEnvelopeError, decode_envelopes
 from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
 from gridstream.spark.pipeline import BatchReport, StorePipeline
-from gridstream.spark.runner import PipelineRunner, RestartPolicy
 from gridstream.spark.session import DEFAULT_CONF, DELTA_CONF, get_spark
 from gridstream.spark.sinks import (
     BatchSink,
@@ -48,8 +47,6 @@ __all__ = [
     "ParquetSink",
     "ParquetSinkConfig",
     "PipelineConfig",
-    "PipelineRunner",
-    "RestartPolicy",
     "SinkResult",
     "SqlSink",
     "SqlSinkConfig",

@@ -314,7 +314,7 @@ def test_real_time_mode_runs_a_jvm_only_pipeline_without_opt_in(
 def test_a_run_file_runs_an_api_pipeline(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
         ) -> None:
-    from gridstream.pipeline_config import run_config
+    from gridstream.run.config import run_config
 
     source, sink = topic_factory(2), topic_factory(1)
     produce(kafka_bootstrap, source, [(b"a", b"hello"), (b"b", b"x"), (b"c", b"world")])

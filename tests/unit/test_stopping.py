@@ -126,7 +126,9 @@ def test_the_signals_are_unblocked_inside_and_the_mask_restored_after() -> None:
     outer = signal.signal(signal.SIGUSR1, lambda signum, frame: None)  # never the default
     before = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
     try:
-        os.kill(os.getpid(), signal.SIGUSR1)  # pending: blocked
+        # to this thread: a signal to the process would go to another thread of it that
+        # has the signal unblocked (a test's leftover thread), and run the outer handler
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)  # pending: blocked
         assert not flag.is_set()
         with stop_on_signals(flag.set, (signal.SIGUSR1,)):
             assert signal.SIGUSR1 not in signal.pthread_sigmask(signal.SIG_BLOCK, [])

@@ -14,7 +14,7 @@ from gridstream.connect import Connector, build_connector
 from gridstream.connect.config import SinkConnectorConfig, SourceConnectorConfig
 from gridstream.connect.filters import ALLOWED_ENV
 from gridstream.errors import ConfigError
-from gridstream.pipeline_config import (
+from gridstream.run.config import (
     build_connectors,
     connector_kafka,
     load_config,
@@ -226,8 +226,8 @@ def test_an_option_without_a_meaning_fails_the_generator(monkeypatch: pytest.Mon
 
 def test_run_config_runs_pipelines_and_connectors_together(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import gridstream.spark.runner as runner_module
-    from gridstream.pipeline_config import run_config
+    import gridstream.run.runner as runner_module
+    from gridstream.run.config import run_config
 
     for module, cls in (("gridstream.connect.source", "SourceConnector"),
                         ("gridstream.connect.sink", "SinkConnector")):
@@ -329,8 +329,8 @@ def test_flags_and_numbers_as_text_still_read_as_properties_files_write_them() -
 
 
 def test_a_misspelt_option_names_the_one_it_resembles(tmp_path: Any) -> None:
-    from gridstream.connect.properties import load_properties_file
-    from gridstream.pipeline_config import load_config
+    from gridstream.run.config import load_config
+    from gridstream.run.properties import load_properties_file
 
     toml = tmp_path / "run.toml"
     toml.write_text('[[connector]]\nkind = "source"\nname = "s"\ncheckpoint = "/tmp/ck"\n'

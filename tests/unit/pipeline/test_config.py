@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gridstream.errors import ConfigError
-from gridstream.pipeline_config import build_api_jobs, load_config
+from gridstream.run.config import build_api_jobs, load_config
 
 GOOD = """
 [run]

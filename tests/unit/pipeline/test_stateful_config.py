@@ -257,7 +257,7 @@ properties = { "value.serializer" = "StringSerializer" }
 
 
 def test_run_files_declare_windows_and_joins(tmp_path: Path) -> None:
-    from gridstream.pipeline_config import build_api_jobs, load_config
+    from gridstream.run.config import build_api_jobs, load_config
 
     path = tmp_path / "run.toml"
     path.write_text(RUN_FILE)

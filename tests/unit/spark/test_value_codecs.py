@@ -117,7 +117,7 @@ def test_the_registry_options_need_the_avro_codec() -> None:
 
 
 def test_a_toml_pipeline_reads_the_codec_and_the_registry(tmp_path: Any) -> None:
-    from gridstream.pipeline_config import build_pipelines, load_config
+    from gridstream.run.config import build_pipelines, load_config
 
     path = tmp_path / "p.toml"
     path.write_text('[[pipeline]]\nname = "p"\ntopics = ["people"]\ncodec = "avro"\n'

@@ -8,7 +8,7 @@ import pytest
 
 from gridstream.errors import ConfigError
 from gridstream.operations import PropertySpec, TypeDescriptor
-from gridstream.pipeline_config import build_pipelines, load_config
+from gridstream.run.config import build_pipelines, load_config
 from gridstream.spark.config import CassandraSinkConfig, SqlSinkConfig, parse_trigger
 from gridstream.spark.dead_letter import ErrorPolicy
 from gridstream.spark.types import TypeRegistry, descriptor_from_table, descriptor_to_table

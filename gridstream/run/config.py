@@ -1,7 +1,7 @@
 """``gridstream run FILE``: typed config file → store pipelines and connectors on Spark.
 
 ``FILE`` is a TOML file (below) or a Kafka Connect–style ``.properties`` file holding one
-connector (``gridstream.connect.properties``). TOML layout (see ``docs/pipelines.md``,
+connector (``gridstream.run.properties``). TOML layout (see ``docs/pipelines.md``,
 ``docs/connectors.md``, ``examples/pipeline.toml`` and ``examples/connectors.toml``)::
 
     [kafka]                       # defaults for every pipeline's Kafka source
@@ -64,7 +64,7 @@ from gridstream.connect.config import ConnectorConfig, secret_properties
 from gridstream.errors import ConfigError
 from gridstream.spark.config import PipelineConfig
 
-__all__ = ["PipelineFile", "build_api_jobs", "build_connectors", "build_pipelines",
+__all__ = ["RunFile", "build_api_jobs", "build_connectors", "build_pipelines",
            "load_config", "run_config"]
 
 CONNECTOR_CLASSES = {
@@ -153,7 +153,7 @@ class RunSettings(StrictModel):
         return data
 
 
-class PipelineFile(StrictModel):
+class RunFile(StrictModel):
     """A whole run file: store pipelines and connectors."""
 
     kafka: KafkaDefaults = Field(default_factory=KafkaDefaults)
@@ -182,7 +182,7 @@ class PipelineFile(StrictModel):
                                       for i, c in enumerate(data["connector"])]}
 
     @model_validator(mode="after")
-    def _unique(self) -> PipelineFile:
+    def _unique(self) -> RunFile:
         if not self.pipeline and not self.connector and not self.api_pipelines:
             raise ValueError("no [[pipeline]] and no [[connector]]: nothing to run")
         names = [p.name for p in self.pipeline] + [c.name for c in self.connector] + [
@@ -247,7 +247,7 @@ def did_you_mean(item: Mapping[str, Any]) -> str:
     if item.get("type") != "extra_forbidden" or not item.get("loc"):
         return ""
     if _KNOWN is None:
-        _KNOWN = _names(PipelineFile)
+        _KNOWN = _names(RunFile)
     found = difflib.get_close_matches(str(item["loc"][-1]), sorted(_KNOWN), n=1, cutoff=0.75)
     return f" (did you mean {found[0]!r}?)" if found else ""
 
@@ -277,7 +277,7 @@ def _kind_from_class(index: int, section: Any) -> Any:
     return section
 
 
-def check_connectors(config: PipelineFile, where: str) -> None:
+def check_connectors(config: RunFile, where: str) -> None:
     """What pydantic cannot check: each connector's transforms build, its
     ``cacheFilter`` is on the allow-list (and importable), and a source connector's
     producer takes no lossy setting from ``[kafka]``'s properties."""
@@ -304,7 +304,7 @@ def check_connectors(config: PipelineFile, where: str) -> None:
                                   f"{exc}") from exc
 
 
-def load_config(source: str | Path | Mapping[str, Any]) -> PipelineFile:
+def load_config(source: str | Path | Mapping[str, Any]) -> RunFile:
     """Parse and validate a run file: a TOML path, a ``.properties`` path (one
     connector) or an already-parsed mapping."""
     if isinstance(source, Mapping):
@@ -314,7 +314,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> PipelineFile:
         path = Path(source)
         where = str(path)
         if path.suffix == ".properties":
-            from gridstream.connect.properties import load_properties_file
+            from gridstream.run.properties import load_properties_file
 
             config = load_properties_file(path)
             check_connectors(config, where)
@@ -327,7 +327,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> PipelineFile:
             raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
     raw = _split_api_pipelines(raw, where)
     try:
-        config = PipelineFile.model_validate(raw)
+        config = RunFile.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{where} is invalid:\n{_describe(exc)}") from exc
     check_connectors(config, where)
@@ -350,7 +350,7 @@ def _split_api_pipelines(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
     return data
 
 
-def build_api_jobs(config: PipelineFile, where: str = "pipeline config") -> list[Any]:
+def build_api_jobs(config: RunFile, where: str = "pipeline config") -> list[Any]:
     """The ``PipelineJob`` of each API pipeline of a validated file."""
     from gridstream.connect.filters import allowed_modules
     from gridstream.pipeline.config import build_job
@@ -360,7 +360,7 @@ def build_api_jobs(config: PipelineFile, where: str = "pipeline config") -> list
             for i, p in enumerate(config.api_pipelines)]
 
 
-def build_pipelines(config: PipelineFile) -> list[Any]:
+def build_pipelines(config: RunFile) -> list[Any]:
     """The ``StorePipeline`` objects of a validated file."""
     from gridstream.spark.pipeline import StorePipeline
     from gridstream.spark.types import TypeRegistry
@@ -374,7 +374,7 @@ def build_pipelines(config: PipelineFile) -> list[Any]:
     return pipelines
 
 
-def connector_kafka(config: PipelineFile, connector: Any) -> tuple[str, dict[str, Any]]:
+def connector_kafka(config: RunFile, connector: Any) -> tuple[str, dict[str, Any]]:
     """A connector's bootstrap servers and Kafka properties: its own over ``[kafka]``'s,
     or only its own when it names its own bootstrap servers (another cluster)."""
     if connector.bootstrap_servers:
@@ -382,7 +382,7 @@ def connector_kafka(config: PipelineFile, connector: Any) -> tuple[str, dict[str
     return config.kafka.bootstrap_servers, {**config.kafka.properties, **connector.kafka}
 
 
-def build_connectors(config: PipelineFile, *, space: Any = None) -> list[Any]:
+def build_connectors(config: RunFile, *, space: Any = None) -> list[Any]:
     """The connectors of a validated file (``gridstream.connect.build_connector``)."""
     from gridstream.connect import build_connector
     from gridstream.connect.filters import allowed_modules
@@ -407,7 +407,7 @@ def run_config(path: str | Path) -> int:
         return run_flows(config, ops, where=str(path))
 
 
-def run_flows(config: PipelineFile, ops: Any, *, where: str = "pipeline config",
+def run_flows(config: RunFile, ops: Any, *, where: str = "pipeline config",
               until: Callable[[Any], bool] | None = None) -> int:
     """Run the file's flows under ``ops`` (``gridstream.ops.run.Operated``: its log file,
     monitor and status endpoint) until stopped, every flow has finished or failed, or
@@ -416,7 +416,7 @@ def run_flows(config: PipelineFile, ops: Any, *, where: str = "pipeline config",
     names the file in configuration errors. What ``until`` raises stops
     the run and is raised here."""
     from gridstream.ops.preflight import Preflight
-    from gridstream.spark.runner import PipelineRunner, RestartPolicy
+    from gridstream.run.runner import PipelineRunner, RestartPolicy
 
     pipelines = [*build_pipelines(config), *build_api_jobs(config, where),
                  *build_connectors(config)]
@@ -469,7 +469,7 @@ class _Watcher(threading.Thread):
                 return
 
 
-def _spark(config: PipelineFile, pipelines: list[Any], log_file: Path) -> Any:
+def _spark(config: RunFile, pipelines: list[Any], log_file: Path) -> Any:
     from gridstream.spark.session import get_spark
 
     settings = config.spark

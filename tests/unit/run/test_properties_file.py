@@ -12,7 +12,7 @@ import pytest
 from gridstream.connect.config import ErrorHandling, SinkConnectorConfig, SourceConnectorConfig
 from gridstream.connect.filters import ALLOWED_ENV
 from gridstream.errors import ConfigError
-from gridstream.pipeline_config import load_config
+from gridstream.run.config import load_config
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 

@@ -38,7 +38,7 @@ from gridstream.errors import ConfigError
 from gridstream.kafka.sources import parse_properties
 
 if TYPE_CHECKING:
-    from gridstream.pipeline_config import PipelineFile
+    from gridstream.run.config import RunFile
 
 __all__ = ["KAFKA_CONNECT_TRANSFORMS", "load_properties_file"]
 
@@ -185,7 +185,7 @@ def _transforms(t: _Translation, options: dict[str, str]) -> None:
 
 
 def _translate(t: _Translation, options: dict[str, str]) -> None:
-    from gridstream.pipeline_config import CONNECTOR_CLASSES
+    from gridstream.run.config import CONNECTOR_CLASSES
 
     spelled = options.pop("connector.class", None)
     if spelled is None:
@@ -227,9 +227,9 @@ def _location(loc: tuple[str | int, ...]) -> str:
     return ".".join(parts)
 
 
-def load_properties_file(path: Path) -> PipelineFile:
-    """The ``PipelineFile`` of one connector's ``.properties`` file."""
-    from gridstream.pipeline_config import PipelineFile, did_you_mean
+def load_properties_file(path: Path) -> RunFile:
+    """The ``RunFile`` of one connector's ``.properties`` file."""
+    from gridstream.run.config import RunFile, did_you_mean
 
     where = str(path)
     try:
@@ -242,7 +242,7 @@ def load_properties_file(path: Path) -> PipelineFile:
     _translate(t, parse_properties(text, where, unique=True))
     raw = {"connector": [t.connector], "run": t.run, "spark": t.spark}
     try:
-        return PipelineFile.model_validate(raw)
+        return RunFile.model_validate(raw)
     except ValidationError as exc:
         lines = []
         for item in exc.errors():
