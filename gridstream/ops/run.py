@@ -23,7 +23,7 @@ def log_path(log_dir: str | None, stem: str) -> Path:
     if log_dir:
         folder = Path(log_dir).expanduser()
     else:
-        from gridstream.stack.home import gridstream_home
+        from gridstream.runtime.home import gridstream_home
 
         folder = gridstream_home() / "logs"
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from gridstream._optional import require
 from gridstream.errors import SparkError
-from gridstream.stack._process import find_java
-from gridstream.stack.artifacts import classpath
+from gridstream.runtime.artifacts import classpath
+from gridstream.runtime.java import find_java
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

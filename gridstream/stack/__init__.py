@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gridstream.errors import StackError
-from gridstream.stack.artifacts import ARTIFACT_SETS, classpath, ensure_artifacts
+from gridstream.runtime.artifacts import ARTIFACT_SETS, classpath, ensure_artifacts
+from gridstream.runtime.home import gridstream_home
 from gridstream.stack.cassandra import CassandraService
 from gridstream.stack.hazelcast import HazelcastService
-from gridstream.stack.home import gridstream_home
 from gridstream.stack.kafka import KafkaService
 from gridstream.stack.postgres import PostgresService
 from gridstream.stack.registry import RegistryService

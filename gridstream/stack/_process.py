@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gridstream.errors import StackError
+from gridstream.runtime.java import find_java
 
 __all__ = [
     "alive",
@@ -52,18 +52,6 @@ class RunAs:
         return {"user": self.uid, "group": self.gid, "extra_groups": []}
 
 
-def find_java() -> Path:
-    """The ``java`` executable: ``$JAVA_HOME/bin/java`` if JAVA_HOME is set, else PATH."""
-    home = os.environ.get("JAVA_HOME")
-    if home:
-        java = Path(home) / "bin" / "java"
-        if not os.access(java, os.X_OK):
-            raise StackError(f"Java not found: JAVA_HOME={home} has no executable bin/java")
-        return java
-    found = shutil.which("java")
-    if not found:
-        raise StackError("Java not found: install a Java 17 runtime or set JAVA_HOME")
-    return Path(found)
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:

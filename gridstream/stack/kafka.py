@@ -100,8 +100,8 @@ class KafkaService(JvmService):
         self._format()
 
     def _format(self) -> None:
+        from gridstream.runtime.artifacts import classpath
         from gridstream.stack import _process
-        from gridstream.stack.artifacts import classpath
 
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         cmd = [

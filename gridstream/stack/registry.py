@@ -14,9 +14,9 @@ import urllib.request
 from pathlib import Path
 
 from gridstream.errors import StackError
+from gridstream.runtime.artifacts import ensure_artifacts
 from gridstream.stack import _process
 from gridstream.stack._settings import env_int
-from gridstream.stack.artifacts import ensure_artifacts
 from gridstream.stack.service import LOOPBACK, JvmService
 
 __all__ = ["RegistryService", "unpack_application"]

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gridstream.errors import StackError
+from gridstream.runtime.artifacts import classpath
 from gridstream.stack import _process
-from gridstream.stack.artifacts import classpath
 
 __all__ = ["JvmService", "LocalService", "ServiceStatus"]
 

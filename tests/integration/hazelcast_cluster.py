@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
+from gridstream.runtime.home import gridstream_home
 from gridstream.stack import _process
 from gridstream.stack.hazelcast import HazelcastService, HazelcastSettings
-from gridstream.stack.home import gridstream_home
 
 
 def _bindable(port: int) -> bool:

@@ -18,8 +18,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from gridstream.connect.config import ConverterConfig
 from gridstream.connect.converters import Converter, build_converter
 from gridstream.errors import CodecError, ConnectorError
-from gridstream.stack._process import find_java
-from gridstream.stack.artifacts import ensure_artifacts
+from gridstream.runtime.artifacts import ensure_artifacts
+from gridstream.runtime.java import find_java
 
 
 def _topic() -> str:

@@ -118,7 +118,8 @@ def test_a_cluster_id_starting_with_a_dash_still_formats(tmp_path: Path,
     import subprocess
     import uuid
 
-    from gridstream.stack import _process, artifacts
+    from gridstream.runtime import artifacts
+    from gridstream.stack import _process
     from gridstream.stack.kafka import KafkaService
 
     seen: list[list[str]] = []

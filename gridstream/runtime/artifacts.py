@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 from gridstream.errors import StackError
-from gridstream.stack.home import gridstream_home
+from gridstream.runtime.home import gridstream_home
 
 __all__ = ["ARTIFACT_SETS", "classpath", "ensure_artifacts", "jar_dir", "pom_dir"]
 
