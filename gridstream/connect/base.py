@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gridstream.ops.counts import BatchCounts
+from gridstream.spark.runnable import Runnable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -57,14 +58,18 @@ class ConnectorReport:
                            self.seconds)
 
 
-class Connector(ABC):
+class Connector(Runnable):
     """A source or sink connector. The runner calls ``describe``, ``start``, reads
     ``reports`` and ``failure``, and calls ``close`` at the end."""
 
     def __init__(self, name: str) -> None:
-        self.name = name
+        self._name = name
         self.reports: deque[ConnectorReport] = deque(maxlen=1000)
         self.failure: BaseException | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
 
     @abstractmethod
     def describe(self) -> str:

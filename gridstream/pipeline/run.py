@@ -36,6 +36,7 @@ from gridstream.pipeline.streaming import (
     real_time_interval,
     trigger_options,
 )
+from gridstream.spark.runnable import Runnable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -153,8 +154,10 @@ class _Reports:
         self._queue.append(report)
 
 
-class PipelineJob:
+class PipelineJob(Runnable):
     """A pipeline ready to start on a Spark session (``PipelineRunner``'s ``Runnable``)."""
+
+    kind = "pipeline"
 
     def __init__(self, pipeline: Pipeline, options: RunOptions) -> None:
         self.pipeline, self.options = pipeline, options
@@ -164,7 +167,7 @@ class PipelineJob:
         self.source.check(self.guarantee)
         self.sink.check(self.guarantee)
         self._check_real_time()
-        self.reports = _Reports(self)
+        self.reports: _Reports = _Reports(self)
         self.batches: dict[int, dict[str, Any]] = {}
         self._failure: BaseException | None = None
         self._query: StreamingQuery | None = None
@@ -212,6 +215,10 @@ class PipelineJob:
         if error is None:
             return None
         return SparkError(f"pipeline {self.name!r} failed: {error_line(str(error))}")
+
+    @failure.setter
+    def failure(self, error: BaseException | None) -> None:
+        self._failure = error
 
     def endpoints(self) -> tuple[list[str], list[str]]:
         """The places it reads and writes (the run's topology)."""

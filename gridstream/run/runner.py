@@ -20,55 +20,21 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gridstream._stopping import StopFlag, stop_on_signals
-from gridstream.ops.counts import BatchCounts
 from gridstream.ops.failures import Failure, LogFile, describe
 from gridstream.ops.status import Monitor, lag_by_source
+from gridstream.spark.runnable import Runnable
 from gridstream.spark.session import spark_running
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["PipelineRunner", "RestartPolicy", "Runnable"]
+__all__ = ["PipelineRunner", "RestartPolicy"]
 
 log = logging.getLogger(__name__)
-
-
-class _Report(Protocol):
-    def line(self, lag: int | None = None) -> str: ...
-
-    def counts(self) -> BatchCounts: ...
-
-
-class _Reports(Protocol):
-    def __len__(self) -> int: ...
-
-    def popleft(self) -> _Report: ...
-
-
-class Runnable(Protocol):
-    """What the runner runs: a store pipeline (``StorePipeline``), an API pipeline
-    (``PipelineJob``) or a connector (``gridstream.connect.Connector``). ``reports`` fill
-    with one report per batch, ``failure`` holds the error that failed the query, if it
-    is the object's own."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def reports(self) -> _Reports: ...
-
-    @property
-    def failure(self) -> BaseException | None: ...
-
-    def describe(self) -> str: ...
-
-    def start(self, spark: SparkSession) -> StreamingQuery: ...
-
-    def close(self) -> None: ...
 
 
 MAX_REPLANS = 20
@@ -139,9 +105,7 @@ class PipelineRunner:
         self._stop_reason = "Ctrl-C"
         self._flows = {p.name: _Flow(p) for p in self.pipelines}
         for p in self.pipelines:
-            endpoints = getattr(p, "endpoints", None)
-            self.monitor.add(p.name, _kind(p), p.describe(),
-                             endpoints() if endpoints is not None else ([], []))
+            self.monitor.add(p.name, p.kind, p.describe(), p.endpoints())
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -257,9 +221,8 @@ class PipelineRunner:
         failure = Failure(name, error, java)
         if failure.waiting and self._wait(flow, failure):
             return
-        replan = getattr(flow.pipeline, "replan", None)
-        if (failure.replan and replan is not None and flow.replans < MAX_REPLANS
-                and replan(f"{error}\n{java}")):
+        if (failure.replan and flow.replans < MAX_REPLANS
+                and flow.pipeline.replan(f"{error}\n{java}")):
             flow.replans += 1
             flow.state, flow.restart_at = "replanning", time.monotonic()  # not a restart
             self.say(f"{name}: {failure.line}; re-planning from the checkpoint")
@@ -273,7 +236,7 @@ class PipelineRunner:
             self.log.failure(failure)
             where = f" (traces: {self.log.path})"
         policy = self.restarts.get(name)
-        restartable = getattr(flow.pipeline, "restartable", True)
+        restartable = flow.pipeline.restartable
         if (failure.transient and not failure.waiting and restartable and policy is not None
                 and flow.attempts < policy.max_restarts):
             flow.attempts += 1
@@ -301,13 +264,11 @@ class PipelineRunner:
             pipeline, query = flow.pipeline, flow.query
             progress = query.lastProgress if query is not None else None
             lags = lag_by_source(progress)
-            own: Any = getattr(pipeline, "lags", None)  # a grid source's, not in progress
-            if own is not None and query is not None and flow.state == "running":
-                lags.update(own(progress))
+            if query is not None and flow.state == "running":
+                lags.update(pipeline.lags(progress))  # a grid source's, not in progress
             lag = sum(lags.values()) if lags else None
-            progressed: Any = getattr(pipeline, "progressed", None)  # connectors have it
-            if progressed is not None and query is not None:
-                progressed(progress)
+            if query is not None:
+                pipeline.progressed(progress)
             batches = 0
             while pipeline.reports:
                 report = pipeline.reports.popleft()
@@ -381,8 +342,3 @@ def _quiet_accumulator_server() -> None:
         server.handle_error = lambda request, address: None
 
 
-def _kind(pipeline: Runnable) -> str:
-    """``source connector``, ``sink connector``, ``pipeline`` or ``store pipeline``."""
-    kind = type(pipeline).__name__
-    return {"SourceConnector": "source connector", "SinkConnector": "sink connector",
-            "PipelineJob": "pipeline", "StorePipeline": "store pipeline"}.get(kind, kind)

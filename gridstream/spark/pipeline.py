@@ -26,6 +26,7 @@ from gridstream.spark.config import PipelineConfig, parse_trigger
 from gridstream.spark.dead_letter import ErrorPolicy, raise_first, write_dead_letters
 from gridstream.spark.envelope import MalformedEnvelopeError, decode_envelopes
 from gridstream.spark.kafka_source import check_consumer_properties, client_options, source_options
+from gridstream.spark.runnable import Runnable
 from gridstream.spark.sinks import BatchSink, SinkResult, create_sink
 from gridstream.spark.types import TypeRegistry
 from gridstream.spark.value_codecs import CODEC_ERROR, JSON_TEXT, Transcoder
@@ -67,8 +68,10 @@ class BatchReport:
                            self.seconds)
 
 
-class StorePipeline:
+class StorePipeline(Runnable):
     """One ``[[pipeline]]``: build with a config, ``start`` it on a Spark session."""
+
+    kind = "store pipeline"
 
     def __init__(self, config: PipelineConfig, types: TypeRegistry | None = None, *,
                  sink: BatchSink | None = None, bootstrap_servers: str | None = None,

@@ -14,6 +14,7 @@ import pytest
 from gridstream.errors import ConfigError, GridError, StackError
 from gridstream.ops.failures import Failure, NotYet
 from gridstream.ops.preflight import Preflight
+from gridstream.spark.runnable import Runnable
 
 
 class Grid:
@@ -27,7 +28,10 @@ class Config:
         self.kind, self.grid = kind, grid
 
 
-class Flow:
+class Flow(Runnable):
+    kind = "fake"
+    name = ""  # an attribute of each fake (not the contract's property)
+
     def __init__(self, name: str, reads: list[str], writes: list[str], *,
                  bootstrap: str | None = "127.0.0.1:9092", config: Config | None = None) -> None:
         self.name = name
@@ -42,6 +46,12 @@ class Flow:
 
     def endpoints(self) -> tuple[list[str], list[str]]:
         return self._endpoints
+
+    def describe(self) -> str:
+        return self.name
+
+    def start(self, spark: Any) -> Any:
+        raise AssertionError("only checked here, never started")
 
 
 class FakeAdmin:

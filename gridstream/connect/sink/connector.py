@@ -90,6 +90,8 @@ class SinkConnector(Connector):
     connector opens the Space named by ``grid`` itself when it starts, and owns it until
     ``close``."""
 
+    kind = "sink connector"
+
     def __init__(self, config: SinkConnectorConfig, *, bootstrap_servers: str,
                  kafka_properties: Mapping[str, Any] | None = None,
                  allowed_modules: Sequence[str] = (), space: Space | None = None) -> None:

@@ -77,6 +77,8 @@ class SourceEvent:
 class SourceConnector(Connector):
     """Grid caches → Kafka topics (see the module docstring and ``docs/connectors.md``)."""
 
+    kind = "source connector"
+
     def __init__(self, config: SourceConnectorConfig, *, bootstrap_servers: str,
                  kafka_properties: Mapping[str, Any] | None = None,
                  allowed_modules: Sequence[str] = (), space: Space | None = None) -> None:

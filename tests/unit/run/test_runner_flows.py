@@ -19,6 +19,7 @@ from gridstream.errors import GridError, KafkaClientError, RecordError, SparkErr
 from gridstream.ops.failures import Failure, LogFile, describe, is_transient
 from gridstream.ops.status import Monitor
 from gridstream.run.runner import PipelineRunner, RestartPolicy
+from gridstream.spark.runnable import Runnable
 
 JAVA_TIMEOUT = ("[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: "
                 "org.apache.kafka.common.errors.TimeoutException: Timed out waiting\n"
@@ -38,9 +39,13 @@ class Query:
         self.isActive = False
 
 
-class Flow:
+class Flow(Runnable):
     """A flow whose ``start`` hands out the queries of ``plan`` in turn (the last one
     again when the plan runs out); each start and stop is recorded."""
+
+    kind = "fake"
+    name = ""  # an attribute of each fake (not the contract's property)
+    restartable = True  # the same: a test sets it
 
     def __init__(self, name: str, plan: list[Query], failure: BaseException | None = None,
                  batches: int = 0) -> None:

@@ -53,11 +53,15 @@ def test_the_runner_hands_each_connector_its_query_progress() -> None:
     from collections import deque
 
     from gridstream.run.runner import PipelineRunner
+    from gridstream.spark.runnable import Runnable
 
     class _Query:
         lastProgress = _progress({"t": {"0": 4}}, {"t": {"0": 9}})  # noqa: N815 - Spark's
 
-    class _Flow:
+    class _Flow(Runnable):
+        kind = "fake"
+        name = ""
+
         def __init__(self, name: str) -> None:
             self.name = name
             self.reports: deque[Any] = deque()
@@ -65,6 +69,9 @@ def test_the_runner_hands_each_connector_its_query_progress() -> None:
 
         def describe(self) -> str:
             return self.name
+
+        def start(self, spark: Any) -> Any:
+            raise AssertionError("not started here")
 
     class _Connector(_Flow):
         def progressed(self, progress: Any) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from gridstream.run.runner import PipelineRunner
+from gridstream.spark.runnable import Runnable
 from tests.unit.test_stopping import lock_calls
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -39,7 +40,8 @@ class FakeSink:
         print("sink closed", flush=True)
 
 
-class FakePipeline:
+class FakePipeline(Runnable):
+    kind = "fake"
     name = "fake"
 
     def __init__(self) -> None:
