@@ -25,8 +25,8 @@ from typing import Any
 from pydantic import SecretStr
 
 __all__ = ["SECRET_MARKERS", "SHARED_PREFIXES", "KafkaProperties", "LossySetting",
-           "PropertyValue", "is_secret", "lossy_producer_setting", "redact", "scrub",
-           "shared_config"]
+           "PropertyValue", "client_config", "is_secret", "lossy_producer_setting",
+           "property_text", "redact", "scrub", "shared_config"]
 
 PropertyValue = str | int | float | bool
 SECRET_MARKERS = ("password", "passwd", "secret", "token", "credential", "jaas", "private")
@@ -128,6 +128,24 @@ class KafkaProperties(Mapping[str, PropertyValue]):
 def shared_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a client config that every kind of client takes (``SHARED_PREFIXES``)."""
     return {k: v for k, v in config.items() if k.startswith(SHARED_PREFIXES)}
+
+
+def property_text(value: Any) -> str:
+    """A client property's value as the clients take it: a secret unwrapped (never print
+    it), booleans as ``true``/``false``."""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def client_config(bootstrap_servers: str, properties: Mapping[str, Any]) -> dict[str, str]:
+    """A confluent-kafka (librdkafka) client's config of any kind from a flow's servers
+    and properties: what every kind takes (``shared_config``), secrets revealed (never
+    print it)."""
+    return shared_config({"bootstrap.servers": bootstrap_servers,
+                          **{k: property_text(v) for k, v in properties.items()}})
 
 
 @dataclass(frozen=True)

@@ -96,11 +96,10 @@ class Preflight:
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        from gridstream.kafka.config import scrub
-        from gridstream.spark.kafka_source import c_client_config
+        from gridstream.kafka.config import client_config, scrub
 
         config: dict[str, str | int | float | bool] = {
-            **c_client_config(servers, properties),
+            **client_config(servers, properties),
             "log_level": 0}  # no lines of its own
         try:
             admin = AdminClient(config)

@@ -75,7 +75,7 @@ def _rate(history: deque[tuple[float, int, int | None]], now: float,
 
 def lag_by_source(progress: Mapping[str, Any] | None) -> dict[str, int]:
     """``topic/partition`` → records behind, from a query's progress (Kafka sources)."""
-    from gridstream.spark.kafka_source import kafka_lags
+    from gridstream.ops.lag import kafka_lags
 
     return {f"{topic}/{part}": lag for (topic, part), lag in kafka_lags(progress).items()}
 

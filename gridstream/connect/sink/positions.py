@@ -23,8 +23,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from gridstream.kafka.config import scrub
-from gridstream.spark.kafka_source import c_client_config, kafka_offsets
+from gridstream.kafka.config import client_config, scrub
+from gridstream.ops.lag import kafka_offsets
 
 __all__ = ["GroupPositions", "group_id"]
 
@@ -44,7 +44,7 @@ class GroupPositions:
     def __init__(self, connector: str, bootstrap_servers: str,
                  properties: Mapping[str, Any]) -> None:
         self.group = group_id(connector)
-        self._config = {**c_client_config(bootstrap_servers, properties),
+        self._config = {**client_config(bootstrap_servers, properties),
                         "group.id": self.group, "enable.auto.commit": False,
                         "on_commit": self._on_commit}
         self._consumer: Consumer | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gridstream.spark.kafka_source import kafka_lag as _lag
+from gridstream.ops.lag import kafka_lag as _lag
 
 
 def _progress(end: Any, latest: Any) -> dict[str, Any]:

@@ -6,10 +6,10 @@ import pytest
 from pydantic import SecretStr
 
 from gridstream.errors import ConfigError
+from gridstream.ops.lag import kafka_lag
 from gridstream.spark.kafka_source import (
     check_consumer_properties,
     client_options,
-    kafka_lag,
     source_options,
 )
 
@@ -64,3 +64,13 @@ def test_lag_sums_every_partition_of_every_source() -> None:
     assert kafka_lag(progress) == 8
     assert kafka_lag(None) is None
     assert kafka_lag({"sources": [{"endOffset": None, "latestOffset": "bad"}]}) is None
+
+
+def test_a_c_clients_config_is_the_shared_part_with_secrets_revealed() -> None:
+    from gridstream.kafka.config import client_config
+
+    config = client_config("k:9092", {"sasl.password": SecretStr("pw"), "acks": "all",
+                                      "enable.idempotence": True,
+                                      "security.protocol": "SASL_SSL"})
+    assert config == {"bootstrap.servers": "k:9092", "sasl.password": "pw",
+                      "security.protocol": "SASL_SSL"}  # producer-only keys left out
