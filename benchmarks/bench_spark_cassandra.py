@@ -1,9 +1,9 @@
-"""Kafka → Cassandra store pipeline throughput vs a plain concurrent prepared-statement load.
+"""Kafka → Cassandra store feed throughput vs a plain concurrent prepared-statement load.
 
 Both load the same rows into the same Cassandra in the same run:
 - baseline: one Python process, cassandra-driver, one prepared INSERT ... USING TIMESTAMP,
   ``execute_concurrent`` with 64 requests in flight, rows built in memory beforehand;
-- pipeline: ``StorePipeline`` (Kafka source, JVM envelope decode, mapInArrow, the shared
+- pipeline: ``StoreFeed`` (Kafka source, JVM envelope decode, mapInArrow, the shared
   Cassandra mapping) with an ``available_now`` trigger, timed from start to finish.
 
 For reference, each round also times the same ``CassandraWriter`` fed directly from Python
@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import _smoke
 from benchmarks._spark_bench import ITEM, delete_topic, item, make_topic, operations, produce, timed
-from gridstream.spark import PipelineConfig, StorePipeline, TypeRegistry, get_spark
+from gridstream.feeds import FeedConfig, StoreFeed
+from gridstream.spark import TypeRegistry, get_spark
 
 
 def _baseline(session: Any, keyspace: str, rows: int) -> float:
@@ -70,12 +71,12 @@ def _direct(keyspace: str, rows: int) -> float:
 
 def _pipeline(spark: Any, topic: str, keyspace: str, rows: int) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as tmp:
-        config = PipelineConfig.model_validate({
+        config = FeedConfig.model_validate({
             "name": "bench-cassandra", "topics": [topic], "checkpoint": f"{tmp}/ckpt",
             "trigger": "available_now", "maxOffsetsPerTrigger": max(rows // 2, 1),
             "sink": {"kind": "cassandra", "keyspace": keyspace, "concurrency": 64},
         })
-        pipeline = StorePipeline(config, TypeRegistry.of([ITEM]))
+        pipeline = StoreFeed(config, TypeRegistry.of([ITEM]))
         pipeline.sink.open(spark)
 
         def run() -> None:

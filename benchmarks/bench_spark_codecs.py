@@ -1,8 +1,8 @@
-"""The store pipelines' decode of the mirror's JSON, MessagePack and Avro topics.
+"""The store feeds' decode of the mirror's JSON, MessagePack and Avro topics.
 
 The same operations are produced once per codec (Avro: through the stack's schema
 registry, topic_record subjects). Each topic is read as one Spark batch and decoded the
-way the store pipeline does (``StorePipeline.decode``: JSON ``from_json`` in the JVM;
+way the store feed does (``StoreFeed.decode``: JSON ``from_json`` in the JVM;
 MessagePack and Avro transcoded to the envelope JSON on Arrow batches by
 ``mapInArrow``, then the same JVM checks); the decoded rows are consumed by one
 aggregate (count, malformed count, total ``data`` length), so the figure is the decode
@@ -27,14 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import _smoke
 from benchmarks._spark_bench import BOOTSTRAP, delete_topic, make_topic, operations, produce, timed
+from gridstream.feeds import FeedConfig, StoreFeed
 from gridstream.protocol import OperationEncoder
 from gridstream.protocol.avro import AvroCodec
-from gridstream.spark import PipelineConfig, StorePipeline, get_spark
+from gridstream.spark import get_spark
 
 REGISTRY = "http://127.0.0.1:8081/apis/ccompat/v7"
 
 
-def _decode_once(spark: Any, pipeline: StorePipeline, topic: str, rows: int) -> None:
+def _decode_once(spark: Any, pipeline: StoreFeed, topic: str, rows: int) -> None:
     batch = (spark.read.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP)
              .option("subscribe", topic).option("startingOffsets", "earliest").load())
     decoded = pipeline.decode(batch)
@@ -61,12 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     spark = get_spark(app_name="bench-codecs")
     topics: dict[str, str] = {}
-    pipelines: dict[str, StorePipeline] = {}
+    pipelines: dict[str, StoreFeed] = {}
     try:
         for name, (encoder, options) in codecs.items():
             topics[name] = make_topic(2)
             produce(topics[name], ops, encoder)
-            pipelines[name] = StorePipeline(PipelineConfig.model_validate({
+            pipelines[name] = StoreFeed(FeedConfig.model_validate({
                 "name": f"bench-{name}", "topics": [topics[name]], "checkpoint": "/unused",
                 "sink": {"kind": "parquet", "path": "/unused"}, **options}))
         seconds: dict[str, list[float]] = {name: [] for name in codecs}

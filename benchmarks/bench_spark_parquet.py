@@ -4,7 +4,7 @@ Both read the same topic with Spark and write Parquet partitioned by type and da
 the same codec (the sink's default, zstd):
 - baseline: a batch query, ``from_json(value, spark_schema_ddl())`` and a plain write
   (no validation, no error policy, no batch-idempotent file naming);
-- pipeline: ``StorePipeline`` with the ``parquet`` sink and an ``available_now`` trigger,
+- pipeline: ``StoreFeed`` with the ``parquet`` sink and an ``available_now`` trigger,
   i.e. a streaming query with its checkpoint (JVM decode + validation, error counting,
   staged batch-named files).
 
@@ -33,8 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import _smoke
 from benchmarks._spark_bench import BOOTSTRAP, delete_topic, make_topic, operations, produce, timed
+from gridstream.feeds import FeedConfig, StoreFeed
 from gridstream.protocol import spark_schema_ddl
-from gridstream.spark import ParquetSinkConfig, PipelineConfig, StorePipeline, get_spark
+from gridstream.spark import ParquetSinkConfig, get_spark
 
 CODEC = str(ParquetSinkConfig.model_fields["compression"].default)
 """What the pipeline's sink writes unless told otherwise; the baseline writes it too."""
@@ -56,12 +57,12 @@ def _baseline(spark: Any, topic: str, out: str) -> float:
 
 
 def _pipeline(spark: Any, topic: str, out: str, tmp: str) -> tuple[float, int]:
-    config = PipelineConfig.model_validate({
+    config = FeedConfig.model_validate({
         "name": "bench-parquet", "topics": [topic], "checkpoint": f"{tmp}/ckpt-{topic}",
         "trigger": "available_now", "maxOffsetsPerTrigger": 10_000_000,
         "sink": {"kind": "parquet", "path": out},
     })
-    pipeline = StorePipeline(config)
+    pipeline = StoreFeed(config)
 
     def run() -> None:
         pipeline.start(spark).awaitTermination()

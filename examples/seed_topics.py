@@ -1,11 +1,11 @@
-"""Fill the topics ``people`` and ``orders`` that ``examples/pipeline.toml`` and
-``examples/pipeline-sqlite-once.toml`` read: people (the declared type
+"""Fill the topics ``people`` and ``orders`` that ``examples/feeds.toml`` and
+``examples/feeds-sqlite-once.toml`` read: people (the declared type
 ``com.example.Person``, a nested address) and orders (documents) written to a space and
 mirrored to Kafka exactly once.
 
     gridstream stack up --services kafka,cassandra
     python examples/seed_topics.py [--people 200] [--data-dir /tmp/gridstream/people-space]
-    gridstream run examples/pipeline.toml
+    gridstream run examples/feeds.toml
 
 Run it again to add changes: the same people are updated (ages grow), new orders are
 added, and one person in ten is removed and written again.

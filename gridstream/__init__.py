@@ -17,6 +17,7 @@ from gridstream.operations import Bulk, Operation, OpType, PropertySpec, TypeDes
 if TYPE_CHECKING:
     from gridstream.connect import SinkConnectorConfig, SourceConnectorConfig, build_connector
     from gridstream.consumer import OperationConsumer
+    from gridstream.feeds import FeedConfig, StoreFeed
     from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
     from gridstream.mirror import KafkaSyncEndpoint, Mirror, RetryPolicy, UndeliverablePolicy
     from gridstream.model import SpaceDocument, space_class
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from gridstream.reconcile import compare
     from gridstream.run import PipelineRunner
     from gridstream.space import Space
-    from gridstream.spark import PipelineConfig, StorePipeline, get_spark
+    from gridstream.spark import get_spark
     from gridstream.stores.cassandra import CassandraConfig, CassandraSyncEndpoint
     from gridstream.stores.sql import SqlStore
 
@@ -58,8 +59,8 @@ _LAZY: dict[str, str] = {
     # flows on Spark
     "get_spark": "gridstream.spark",
     "PipelineRunner": "gridstream.run",
-    "StorePipeline": "gridstream.spark",
-    "PipelineConfig": "gridstream.spark",
+    "StoreFeed": "gridstream.feeds",
+    "FeedConfig": "gridstream.feeds",
     "SourceConnectorConfig": "gridstream.connect",
     "SinkConnectorConfig": "gridstream.connect",
     "build_connector": "gridstream.connect",
@@ -95,7 +96,7 @@ __all__ = [
     "Operation",
     "OperationConsumer",
     "Pipeline",
-    "PipelineConfig",
+    "FeedConfig",
     "PipelineRunner",
     "PropertySpec",
     "RetryPolicy",
@@ -105,7 +106,7 @@ __all__ = [
     "Space",
     "SpaceDocument",
     "SqlStore",
-    "StorePipeline",
+    "StoreFeed",
     "StoreSinks",
     "TypeDescriptor",
     "UndeliverablePolicy",

@@ -34,6 +34,7 @@ from gridstream.connect.config import (
 )
 from gridstream.connect.meanings import MEANINGS
 from gridstream.errors import ConfigError
+from gridstream.feeds.config import FeedConfig
 from gridstream.pipeline.config import (
     ApiPipelineConfig,
     KafkaSinkConfig,
@@ -41,12 +42,7 @@ from gridstream.pipeline.config import (
     StepConfig,
 )
 from gridstream.run.config import KafkaDefaults, RunSettings, SparkSettings
-from gridstream.spark.config import (
-    DeltaSinkConfig,
-    ParquetSinkConfig,
-    PipelineConfig,
-    SqlSinkConfig,
-)
+from gridstream.spark.sinks.config import DeltaSinkConfig, ParquetSinkConfig, SqlSinkConfig
 from gridstream.stores.cassandra.config import CassandraConfig
 
 __all__ = ["BEGIN", "DOCS", "END", "Section", "render", "write"]
@@ -96,8 +92,9 @@ DOCS: dict[str, tuple[Section, ...]] = {
         Section("`CassandraConfig` (the mirror's endpoint, the `cassandra` sink)",
                 CassandraConfig),
     ),
-    "docs/pipelines.md": (
-        Section("`[[pipeline]]` (a store pipeline)", PipelineConfig),
+    "docs/feeds.md": (
+        Section("`[[feed]]` (a store feed; a `[[pipeline]]` without a `source` is read as "
+                "one too)", FeedConfig),
         Section("`sink = { kind = \"sql\", ... }`", SqlSinkConfig),
         Section("`sink = { kind = \"parquet\", ... }`", ParquetSinkConfig),
         Section("`sink = { kind = \"delta\", ... }`", DeltaSinkConfig),

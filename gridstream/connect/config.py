@@ -27,8 +27,8 @@ from pydantic import (
 from gridstream._config import StrictModel
 from gridstream.kafka.config import is_secret, lossy_producer_setting
 from gridstream.kafka.where import KafkaPosition, kafka_where, parse_kafka_where
-from gridstream.spark.config import parse_trigger
 from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
+from gridstream.spark.triggers import parse_trigger
 
 __all__ = [
     "GET_PAST",

@@ -1,7 +1,7 @@
 """``gridstream demo``: the whole product, end to end, on embedded defaults.
 
 grid (embedded space + operation log) -> mirror (one Kafka transaction per batch) ->
-Kafka topics -> a SQL consumer (SQLite) and Spark store pipelines (Cassandra, lake);
+Kafka topics -> a SQL consumer (SQLite) and Spark store feeds (Cassandra, lake);
 and a Hazelcast map -> source connector -> Kafka -> API pipelines (a map/filter, a
 windowed aggregation) -> sink connector -> Hazelcast maps (``gridstream.demo.hazelcast``),
 the Spark flows in one run with its status page. Then two reconciliation tables: every
@@ -104,7 +104,7 @@ def _store_pipelines(topics: list[str], space_types: dict[str, Any], keyspace: s
 
 def _run_flows(bootstrap: str, space_types: dict[str, Any], store: list[dict[str, Any]],
                hz: HzPart) -> dict[str, Any]:
-    """The store pipelines and the Hazelcast flows in one run, status page served, until
+    """The store feeds and the Hazelcast flows in one run, status page served, until
     ``hz.watch`` says they are done; the run's status (every flow's counts)."""
     from gridstream.run.config import load_config, run_flows
     from gridstream.spark import get_spark
@@ -223,7 +223,7 @@ def _rates(status: dict[str, Any]) -> Table:
         table.add_column(column, no_wrap=True)
     for f in status["flows"]:
         rate = f"{f['read'] / f['busy_s']:,.0f}" if f["busy_s"] > 0 else "-"
-        kind = {"store pipeline": "store", "source connector": "source",
+        kind = {"store feed": "store", "source connector": "source",
                 "sink connector": "sink"}.get(f["kind"], f["kind"])
         table.add_row(f["name"], kind, str(f["batches"]), f"{f['read']:,}",
                       f"{f['written']:,}", f"{f['busy_s']:.1f}s", rate)
@@ -335,7 +335,7 @@ def run_and_check(*, keep_stack: bool = False, operations: int = 2000,
 
         if not spark_running():  # a session of the caller's (a test's) is left running
             cleanup.callback(_stop_spark)
-        with _step(f"Spark: store pipelines Kafka -> Cassandra ({spark_keyspace}) and -> "
+        with _step(f"Spark: store feeds Kafka -> Cassandra ({spark_keyspace}) and -> "
                    f"Delta lake; Hazelcast map {hz.names.orders} -> source connector -> "
                    "Kafka -> pipelines paid-orders and order-windows -> sink connector -> "
                    "Hazelcast (orders written while they run)"):

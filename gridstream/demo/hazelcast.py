@@ -4,7 +4,7 @@ sink connector → two Hazelcast maps; every one read back and compared with wha
 hold.
 
 The flows run in one ``gridstream run`` (``gridstream.run.config.run_flows``), beside the
-demo's store pipelines, with the status page served. ``Orders`` writes the workload
+demo's store feeds, with the status page served. ``Orders`` writes the workload
 while they run and ``Watch`` says when they are done:
 
 1. once the source connector has run a batch, the workload's changes are written;

@@ -5,7 +5,7 @@ metrics reference in ``docs/operating.md`` is generated from it (``python -m
 gridstream.ops.metrics --write docs/operating.md``). ``RunMetrics`` holds them in a
 registry of its own (two runs in one process never share a series).
 
-Every flow of a run file (a store pipeline, an API pipeline, a connector) and the
+Every flow of a run file (a store feed, an API pipeline, a connector) and the
 mirror are a ``flow`` label; ``source`` names a Kafka topic-partition (``topic/3``) or a
 grid cache.
 """

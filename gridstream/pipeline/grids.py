@@ -34,7 +34,7 @@ from gridstream.pipeline.errors import split_batch
 from gridstream.pipeline.grid_changes import GridChangesSource
 from gridstream.pipeline.streaming import observed
 from gridstream.protocol.values import wire_default
-from gridstream.spark.config import parse_trigger
+from gridstream.spark.triggers import parse_trigger
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

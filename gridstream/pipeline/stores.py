@@ -1,5 +1,5 @@
 """Store sinks of the pipeline API: the mirror's change rows → SQL, Delta, Parquet or
-Cassandra, through the store pipelines' own sinks (``gridstream.spark.sinks``).
+Cassandra, through the store feeds' own sinks (``gridstream.spark.sinks``).
 
 Items are the mirror's change rows (the envelope): a mapping with ``op``, ``type``,
 ``id``, ``version``, ``ts``, ``partition`` and optionally ``data`` (a mapping or its JSON
@@ -31,8 +31,8 @@ from gridstream.pipeline.errors import split_batch
 from gridstream.pipeline.streaming import configure, observed
 from gridstream.protocol.envelope import Envelope
 from gridstream.protocol.values import wire_default
-from gridstream.spark.config import SinkConfig
 from gridstream.spark.sinks import BatchSink, SinkResult, create_sink
+from gridstream.spark.sinks.config import SinkConfig
 from gridstream.spark.types import TypeRegistry
 from gridstream.spark.value_codecs import VALUE_CODECS, Transcoder
 
@@ -46,7 +46,7 @@ __all__ = ["OPERATION_DDL", "StoreSink", "StoreSinks"]
 
 OPERATION_DDL = ("op string, type string, id string, id_int boolean, version bigint, "
                  "txn string, ts bigint, `partition` int, data string, removed array<string>")
-"""The columns ``encode`` gives: the store pipelines' decoded operation."""
+"""The columns ``encode`` gives: the store feeds' decoded operation."""
 _WHERE = r"^(.*)\[(-?\d+)\]@(-?\d+)$"
 Types = TypeRegistry | Iterable[TypeDescriptor] | Mapping[str, Mapping[str, Any]] | None
 
@@ -144,7 +144,7 @@ class StoreSink(Sink):
 
     def jvm_encode(self, flow: Flow) -> DataFrame | None:
         """Record values that are the mirror's JSON envelopes, decoded and checked in the
-        JVM (the store pipelines' ``decode_envelopes``: no Python pass); None for any
+        JVM (the store feeds' ``decode_envelopes``: no Python pass); None for any
         other flow. An invalid envelope becomes an error row (stage ``encode``)."""
         from pyspark.sql.types import BinaryType
 
@@ -180,7 +180,7 @@ class StoreSink(Sink):
               on_batch: Callable[[int, dict[str, Any]], None]) -> StreamingQuery:
         from pyspark import StorageLevel
 
-        from gridstream.spark.pipeline import _streaming_query_id
+        from gridstream.spark.sinks.base import streaming_query_id
 
         sink = self._sink = create_sink(self.config, self.types)
         spark = flow.df.sparkSession
@@ -190,7 +190,7 @@ class StoreSink(Sink):
             cached = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
             try:
                 good, errors = split_batch(cached, context)
-                sink.bind_query(_streaming_query_id(batch_df))
+                sink.bind_query(streaming_query_id(batch_df))
                 result = sink.write(_operations(good), batch_id)
             finally:
                 cached.unpersist()
@@ -262,7 +262,7 @@ class StoreSinks:
     @staticmethod
     def from_config(table: SinkConfig | Mapping[str, Any], types: Types = None,
                     **options: Any) -> StoreSink:
-        """A ``[pipeline.sink]`` table of the store pipelines (``kind`` = ``sql``,
+        """A ``[pipeline.sink]`` table of the store feeds (``kind`` = ``sql``,
         ``delta``, ``parquet`` or ``cassandra``)."""
         return StoreSink(table, types, **options)
 

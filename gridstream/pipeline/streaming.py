@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import ConfigError
-from gridstream.spark.config import parse_trigger
+from gridstream.spark.triggers import parse_trigger
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -1,7 +1,7 @@
 """Run files and running them: ``gridstream run FILE.toml | CONNECTOR.properties``.
 
 ``config`` loads a run file (``RunFile``: ``[kafka]``, ``[spark]``, ``[run]``,
-``[types]``, store pipelines, API pipelines and connectors), ``properties`` a
+``[types]``, store feeds, API pipelines and connectors), ``properties`` a
 connector's ``.properties`` file, and ``runner`` supervises the flows they build until
 stopped. Nothing below this package imports it.
 """

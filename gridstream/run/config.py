@@ -1,8 +1,8 @@
-"""``gridstream run FILE``: typed config file → store pipelines and connectors on Spark.
+"""``gridstream run FILE``: typed config file → store feeds and connectors on Spark.
 
 ``FILE`` is a TOML file (below) or a Kafka Connect–style ``.properties`` file holding one
-connector (``gridstream.run.properties``). TOML layout (see ``docs/pipelines.md``,
-``docs/connectors.md``, ``examples/pipeline.toml`` and ``examples/connectors.toml``)::
+connector (``gridstream.run.properties``). TOML layout (see ``docs/feeds.md``,
+``docs/connectors.md``, ``examples/feeds.toml`` and ``examples/connectors.toml``)::
 
     [kafka]                       # defaults for every pipeline's Kafka source
     bootstrap_servers = "127.0.0.1:9092"
@@ -46,7 +46,7 @@ import difflib
 import posixpath
 import threading
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +62,9 @@ from pydantic import (
 from gridstream._config import StrictModel, importance
 from gridstream.connect.config import ConnectorConfig, secret_properties
 from gridstream.errors import ConfigError
-from gridstream.spark.config import PipelineConfig
+from gridstream.feeds.config import FeedConfig
 
-__all__ = ["RunFile", "build_api_jobs", "build_connectors", "build_pipelines",
+__all__ = ["RunFile", "build_api_jobs", "build_connectors", "build_feeds",
            "load_config", "run_config"]
 
 CONNECTOR_CLASSES = {
@@ -154,7 +154,7 @@ class RunSettings(StrictModel):
 
 
 class RunFile(StrictModel):
-    """A whole run file: store pipelines and connectors."""
+    """A whole run file: store feeds, API pipelines and connectors."""
 
     kafka: KafkaDefaults = Field(default_factory=KafkaDefaults)
     """``[kafka]``: the Kafka cluster and client properties the flows share."""
@@ -163,10 +163,11 @@ class RunFile(StrictModel):
     run: RunSettings = Field(default_factory=RunSettings)
     """``[run]``: supervision, status endpoint, log file and the allow-list of modules."""
     types: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """``[types."<name>"]``: the types the store pipelines declare (id property,
+    """``[types."<name>"]``: the types the store feeds declare (id property,
     properties and their kinds, indexes; ``gridstream.spark.types``), by type name."""
-    pipeline: list[PipelineConfig] = Field(default_factory=list)
-    """The store pipelines: ``[[pipeline]]`` sections without a ``source`` table."""
+    feed: list[FeedConfig] = Field(default_factory=list)
+    """The store feeds: ``[[feed]]`` sections, then the ``[[pipeline]]`` sections without
+    a ``source`` table (a feed's earlier form, still read as one)."""
     connector: list[ConnectorConfig] = Field(default_factory=list)
     """The ``[[connector]]`` sections: grid ↔ Kafka connectors."""
     api_pipelines: list[Any] = Field(default_factory=list, exclude=True)
@@ -183,19 +184,21 @@ class RunFile(StrictModel):
 
     @model_validator(mode="after")
     def _unique(self) -> RunFile:
-        if not self.pipeline and not self.connector and not self.api_pipelines:
-            raise ValueError("no [[pipeline]] and no [[connector]]: nothing to run")
-        names = [p.name for p in self.pipeline] + [c.name for c in self.connector] + [
+        if not self.feed and not self.connector and not self.api_pipelines:
+            raise ValueError("no [[feed]], no [[pipeline]] and no [[connector]]: nothing to "
+                             "run")
+        names = [p.name for p in self.feed] + [c.name for c in self.connector] + [
             p.name for p in self.api_pipelines]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"pipeline and connector names must be unique: {', '.join(dupes)}")
-        checkpoints = [_place(p.checkpoint) for p in self.pipeline] + [
+            raise ValueError("feed, pipeline and connector names must be unique: "
+                             f"{', '.join(dupes)}")
+        checkpoints = [_place(p.checkpoint) for p in self.feed] + [
             _place(c.checkpoint) for c in self.connector] + [
             _place(p.checkpoint) for p in self.api_pipelines if p.checkpoint]
         shared = sorted({c for c in checkpoints if checkpoints.count(c) > 1})
         if shared:
-            raise ValueError("each pipeline and connector needs its own checkpoint "
+            raise ValueError("each feed, pipeline and connector needs its own checkpoint "
                              f"directory; shared: {', '.join(shared)}")
         from gridstream.spark.types import TypeRegistry
 
@@ -203,10 +206,16 @@ class RunFile(StrictModel):
         return self
 
 
-def _describe(error: ValidationError) -> str:
+def _describe(error: ValidationError, feeds: Sequence[str] = ()) -> str:
+    """One line per error, naming where it is; ``feeds``: each feed's own place in the
+    file (``pipeline.2`` for a feed written as a ``[[pipeline]]``)."""
     lines = []
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(file)"
+        loc = list(item["loc"])
+        if loc[:1] == ["feed"] and len(loc) > 1 and isinstance(loc[1], int) and (
+                loc[1] < len(feeds)):
+            loc[:2] = [feeds[loc[1]]]
+        where = ".".join(str(part) for part in loc) or "(file)"
         lines.append(f"  {where}: {item['msg']}{did_you_mean(item)}")
     return "\n".join(lines)
 
@@ -325,29 +334,38 @@ def load_config(source: str | Path | Mapping[str, Any]) -> RunFile:
             raise ConfigError(f"{where}: no such file") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
-    raw = _split_api_pipelines(raw, where)
+    raw, feeds = _split_pipelines(raw, where)
     try:
         config = RunFile.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{where} is invalid:\n{_describe(exc)}") from exc
+        raise ConfigError(f"{where} is invalid:\n{_describe(exc, feeds)}") from exc
     check_connectors(config, where)
     build_api_jobs(config, where)  # every function path resolves from the allow-list
     return config
 
 
-def _split_api_pipelines(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """``raw`` with its API pipelines (``[[pipeline]]`` with a ``source`` table)
-    validated and moved to ``api_pipelines``; store pipelines stay in ``pipeline``."""
+def _split_pipelines(raw: Mapping[str, Any], where: str) -> tuple[dict[str, Any], list[str]]:
+    """``raw`` with its ``[[pipeline]]`` sections sorted out: API pipelines (with a
+    ``source`` table) validated and moved to ``api_pipelines``, the others (store feeds
+    in their earlier form) appended to ``feed``; and each feed's place in the file."""
     from gridstream.pipeline.config import is_api_pipeline, validate_api_pipeline
 
     data = dict(raw)
-    sections = data.get("pipeline")
+    feeds = data.get("feed", [])
+    if not isinstance(feeds, list):
+        raise ConfigError(f"{where}: [[feed]] must be an array of tables")
+    places = [f"feed.{i}" for i in range(len(feeds))]
+    sections = data.pop("pipeline", None)
+    if sections is None:
+        return data, places
     if not isinstance(sections, list):
-        return data
-    data["pipeline"] = [s for s in sections if not is_api_pipeline(s)]
+        raise ConfigError(f"{where}: [[pipeline]] must be an array of tables")
+    old = [(i, s) for i, s in enumerate(sections) if not is_api_pipeline(s)]
+    data["feed"] = [*feeds, *(s for _, s in old)]
+    places += [f"pipeline.{i}" for i, _ in old]
     data["api_pipelines"] = [validate_api_pipeline(s, i, where)
                              for i, s in enumerate(sections) if is_api_pipeline(s)]
-    return data
+    return data, places
 
 
 def build_api_jobs(config: RunFile, where: str = "pipeline config") -> list[Any]:
@@ -360,16 +378,16 @@ def build_api_jobs(config: RunFile, where: str = "pipeline config") -> list[Any]
             for i, p in enumerate(config.api_pipelines)]
 
 
-def build_pipelines(config: RunFile) -> list[Any]:
-    """The ``StorePipeline`` objects of a validated file."""
-    from gridstream.spark.pipeline import StorePipeline
+def build_feeds(config: RunFile) -> list[Any]:
+    """The ``StoreFeed`` objects of a validated file."""
+    from gridstream.feeds.feed import StoreFeed
     from gridstream.spark.types import TypeRegistry
 
     pipelines = []
-    for p in config.pipeline:
+    for p in config.feed:
         types = TypeRegistry.from_tables(config.types, unknown_types=p.unknown_types,
                                          default_id_property=p.default_id_property)
-        pipelines.append(StorePipeline(p, types, bootstrap_servers=config.kafka.bootstrap_servers,
+        pipelines.append(StoreFeed(p, types, bootstrap_servers=config.kafka.bootstrap_servers,
                                        kafka_properties=config.kafka.properties))
     return pipelines
 
@@ -418,7 +436,7 @@ def run_flows(config: RunFile, ops: Any, *, where: str = "pipeline config",
     from gridstream.ops.preflight import Preflight
     from gridstream.run.runner import PipelineRunner, RestartPolicy
 
-    pipelines = [*build_pipelines(config), *build_api_jobs(config, where),
+    pipelines = [*build_feeds(config), *build_api_jobs(config, where),
                  *build_connectors(config)]
     run = config.run
     restarts = {p.name: RestartPolicy(run.max_restarts, run.restart_delay_s,

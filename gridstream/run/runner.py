@@ -1,4 +1,4 @@
-"""Running store pipelines, API pipelines and connectors until stopped: one line per
+"""Running store feeds, API pipelines and connectors until stopped: one line per
 batch, a heartbeat while idle, each flow failing alone, clean Ctrl-C.
 
 SIGINT and SIGTERM stop every query (a batch in flight is abandoned before its offsets

@@ -1,24 +1,16 @@
-"""Spark: the session with the pinned connectors, and the store pipelines.
-
-``KafkaExactlyOnceWriter`` writes micro-batches to Kafka exactly once (``foreachBatch``).
-Store pipelines read the mirror's Kafka topics with Structured Streaming, decode the
-operation envelopes in the JVM, and apply them idempotently (by version) to Cassandra,
-a SQL database, a Parquet change log or a Delta current-state table.
+"""The Spark pieces every flow shares: the session with the pinned connectors, Kafka's
+source options, the exactly-once Kafka writer (``KafkaExactlyOnceWriter``, for
+``foreachBatch``), envelope decoding in the JVM, the store sinks (Cassandra, SQL, a
+Parquet change log, a Delta current-state table), dead letters, checkpoint ownership,
+the Python workers' set-up and the ``Runnable`` contract every flow keeps with the
+runner. The flows themselves (store feeds, connectors, API pipelines) are above it.
 """
 
 from __future__ import annotations
 
-from gridstream.spark.config import (
-    CassandraSinkConfig,
-    DeltaSinkConfig,
-    ParquetSinkConfig,
-    PipelineConfig,
-    SqlSinkConfig,
-)
 from gridstream.spark.dead_letter import ErrorPolicy
 from gridstream.spark.envelope import MalformedEnvelopeError, decode_envelopes
 from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
-from gridstream.spark.pipeline import BatchReport, StorePipeline
 from gridstream.spark.session import DEFAULT_CONF, DELTA_CONF, get_spark
 from gridstream.spark.sinks import (
     BatchSink,
@@ -30,12 +22,17 @@ from gridstream.spark.sinks import (
     create_sink,
     current_state,
 )
+from gridstream.spark.sinks.config import (
+    CassandraSinkConfig,
+    DeltaSinkConfig,
+    ParquetSinkConfig,
+    SqlSinkConfig,
+)
 from gridstream.spark.types import TypeRegistry, descriptor_from_table, descriptor_to_table
 
 __all__ = [
     "DEFAULT_CONF",
     "DELTA_CONF",
-    "BatchReport",
     "BatchSink",
     "CassandraSink",
     "CassandraSinkConfig",
@@ -46,11 +43,9 @@ __all__ = [
     "MalformedEnvelopeError",
     "ParquetSink",
     "ParquetSinkConfig",
-    "PipelineConfig",
     "SinkResult",
     "SqlSink",
     "SqlSinkConfig",
-    "StorePipeline",
     "TypeRegistry",
     "create_sink",
     "current_state",

@@ -1,4 +1,4 @@
-"""Spark's Kafka source as every gridstream job reads it (store pipelines, the sink
+"""Spark's Kafka source as every gridstream job reads it (store feeds, the sink
 connector, the pipeline API): the source options from typed settings and the consumer
 properties Spark manages itself (the lag a query's progress shows: ``gridstream.ops.lag``;
 a confluent-kafka client's config: ``gridstream.kafka.config.client_config``)."""

@@ -74,7 +74,7 @@ from gridstream.spark._kafka_slots import (
 )
 from gridstream.spark._marker_scan import MarkerScan
 from gridstream.spark._producers import close_producer, new_producer
-from gridstream.spark.config import parse_trigger
+from gridstream.spark.triggers import parse_trigger
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -1,6 +1,6 @@
 """The one contract every flow on Spark keeps with the runner (``gridstream.run``).
 
-A store pipeline, an API pipeline (its job) and each kind of connector subclass
+A store feed, an API pipeline (its job) and each kind of connector subclass
 ``Runnable``: the runner starts it, reads its ``reports`` (one per batch) and ``failure``
 (the error of its own that failed its query), looks at its query's progress, and closes
 it at the end. The optional parts have defaults here, so the runner asks each flow the
@@ -44,7 +44,7 @@ class Runnable(ABC):
     metrics."""
 
     kind: ClassVar[str]
-    """``store pipeline``, ``pipeline``, ``source connector``, ``sink connector``."""
+    """``store feed``, ``pipeline``, ``source connector``, ``sink connector``."""
     reports: Reports
     failure: BaseException | None = None
 

@@ -1,4 +1,4 @@
-"""Where store pipelines get their ``TypeDescriptor`` from: the pipeline config.
+"""Where store feeds get their ``TypeDescriptor`` from: the pipeline config.
 
 Kafka records carry the operation and the entry, not the type's description, so a Spark
 pipeline learns types in one of two ways:

@@ -1,6 +1,6 @@
-"""Store pipelines over the mirror's MessagePack and Avro topics: values → envelope JSON.
+"""Store feeds over the mirror's MessagePack and Avro topics: values → envelope JSON.
 
-The store pipelines decode envelopes in the JVM from their JSON form
+The store feeds decode envelopes in the JVM from their JSON form
 (``gridstream.spark.envelope``). A topic the mirror wrote with ``msgpack`` or ``avro``
 is first transcoded, on Arrow batches (``mapInArrow``: one Python pass per batch, never a
 row-by-row UDF), into the very JSON the mirror's ``json`` codec writes for the same
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["CODEC_ERROR", "JSON_TEXT", "VALUE_CODECS", "Transcoder"]
 
 VALUE_CODECS = ("json", "msgpack", "avro")
-"""The codecs a store pipeline reads (the mirror's built-in ones)."""
+"""The codecs a store feed reads (the mirror's built-in ones)."""
 JSON_TEXT = "_gs_json"
 """The transcoded envelope's JSON (null when the value did not decode)."""
 CODEC_ERROR = "_gs_codec_error"

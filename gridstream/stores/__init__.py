@@ -1,4 +1,4 @@
-"""Store mappings shared by the mirror endpoints and the Spark store pipelines.
+"""Store mappings shared by the mirror endpoints and the Spark store feeds.
 
 Each store has its own subpackage (``gridstream.stores.cassandra``,
 ``gridstream.stores.sql``); what a mapping

@@ -1,4 +1,4 @@
-"""Mirror-style workloads for the Spark store pipeline tests, and the expected final state.
+"""Mirror-style workloads for the Spark store feed tests, and the expected final state.
 
 Operations are encoded with the protocol's own encoder (JSON envelope, key = id, gs.*
 headers). The expected state is computed by a small independent model of the space's

@@ -42,9 +42,9 @@ RUN_BY = {
     "connect_source.py": "test_connect_source_reads_every_change_once",
     "connect_sink.py": "test_connect_sink_fills_each_cache_with_the_last_value",
     "spark_kafka_exactly_once.py": "test_spark_kafka_exactly_once_writes_every_record_once",
-    "pipeline.toml": "test_pipeline_toml_and_the_sqlite_catch_up_store_the_mirrored_people",
-    "pipeline-sqlite-once.toml":
-        "test_pipeline_toml_and_the_sqlite_catch_up_store_the_mirrored_people",
+    "feeds.toml": "test_feeds_toml_and_the_sqlite_catch_up_store_the_mirrored_people",
+    "feeds-sqlite-once.toml":
+        "test_feeds_toml_and_the_sqlite_catch_up_store_the_mirrored_people",
     "pipeline_api.toml": "test_pipeline_api_toml_writes_the_entries_exactly_once",
     "pipeline_print.py": "test_pipeline_examples.test_pipeline_print_prints_each_record",
     "pipeline_logs.py": "test_pipeline_examples.test_pipeline_logs_writes_the_entries_exactly_once",
@@ -174,14 +174,14 @@ def test_spark_kafka_exactly_once_writes_every_record_once(kafka_service: Any) -
 
 
 @pytest.mark.slow
-def test_pipeline_toml_and_the_sqlite_catch_up_store_the_mirrored_people(
+def test_feeds_toml_and_the_sqlite_catch_up_store_the_mirrored_people(
         kafka_service: Any, cassandra_service: Any, tmp_path: Path) -> None:
     _python("seed_topics.py", "--data-dir", str(tmp_path / "people-space"), "--people", "50")
     names = ("people-to-cassandra", "people-to-sql", "people-change-log",
              "people-current-state")
-    _run_until(_shipped("pipeline.toml", tmp_path),
+    _run_until(_shipped("feeds.toml", tmp_path),
                lambda flows: all(_count(flows, n, "read") >= 100 for n in names))
-    done = subprocess.run([*GRIDSTREAM, "run", str(_shipped("pipeline-sqlite-once.toml",
+    done = subprocess.run([*GRIDSTREAM, "run", str(_shipped("feeds-sqlite-once.toml",
                                                             tmp_path))],
                           cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

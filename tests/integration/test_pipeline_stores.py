@@ -1,5 +1,5 @@
 """StoreSinks through the pipeline API on real Kafka, Spark, the schema registry, SQLite
-and Delta: the same store content as the store pipelines, replays change nothing, error
+and Delta: the same store content as the store feeds, replays change nothing, error
 rows go to the policy."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 from confluent_kafka import Producer
 
 from gridstream.connect.record import H_STAGE
+from gridstream.feeds import FeedConfig, StoreFeed
 from gridstream.pipeline import Guarantee, KafkaSources, Pipeline, StoreSinks
 from gridstream.protocol import OperationEncoder
 from gridstream.protocol.avro import AvroCodec
-from gridstream.spark import PipelineConfig, StorePipeline, TypeRegistry
+from gridstream.spark import TypeRegistry
 from gridstream.spark.dead_letter import H_REASON
 from tests.integration.pipeline_helpers import read
 from tests.integration.spark_checks import check_delta, check_sql
@@ -66,7 +67,7 @@ def test_store_sinks_hold_what_the_store_pipelines_hold(
             encoder=OperationEncoder(AvroCodec(schema_registry_url=registry_url,
                                                subject_strategy="topic")))
     reference = tmp_path / "reference.db"
-    store = StorePipeline(PipelineConfig.model_validate({
+    store = StoreFeed(FeedConfig.model_validate({
         "name": "reference", "topics": [json_people, json_orders], "trigger": "available_now",
         "checkpoint": str(tmp_path / "ck-reference"),
         "sink": {"kind": "sql", "url": f"sqlite:///{reference}"}}),

@@ -15,7 +15,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from gridstream.errors import StoreError
-from gridstream.spark import MalformedEnvelopeError, PipelineConfig, StorePipeline, TypeRegistry
+from gridstream.feeds import FeedConfig, StoreFeed
+from gridstream.spark import MalformedEnvelopeError, TypeRegistry
 from gridstream.spark.dead_letter import H_OFFSET, H_REASON, H_TOPIC
 from gridstream.spark.sinks import CassandraSink
 from gridstream.stores.cassandra import CassandraConfig
@@ -24,15 +25,15 @@ from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
 
 
 def _pipeline(bootstrap: str, tmp: Path, topic: str, sink: dict[str, Any],
-              **extra: Any) -> StorePipeline:
-    config = PipelineConfig.model_validate({
+              **extra: Any) -> StoreFeed:
+    config = FeedConfig.model_validate({
         "name": "errors", "topics": [topic], "checkpoint": str(tmp / "ckpt"),
         "trigger": "available_now", "sink": sink, **extra,
     })
-    return StorePipeline(config, TypeRegistry.of([PERSON]), bootstrap_servers=bootstrap)
+    return StoreFeed(config, TypeRegistry.of([PERSON]), bootstrap_servers=bootstrap)
 
 
-def _run(spark: Any, pipeline: StorePipeline) -> BaseException | None:
+def _run(spark: Any, pipeline: StoreFeed) -> BaseException | None:
     from pyspark.errors import StreamingQueryException
 
     query = pipeline.start(spark)

@@ -1,4 +1,4 @@
-"""The session ``get_spark`` builds, as the store pipelines see it."""
+"""The session ``get_spark`` builds, as the store feeds see it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gridstream.spark import PipelineConfig, StorePipeline
+from gridstream.feeds import FeedConfig, StoreFeed
 from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
 
 _V1_READERS = "spark.sql.streaming.disabledV2MicroBatchReaders"
@@ -14,7 +14,7 @@ _V1_READERS = "spark.sql.streaming.disabledV2MicroBatchReaders"
 
 def _sources(spark: Any, topic: str, tmp: Path, name: str) -> list[str]:
     """The Kafka source descriptions of a pipeline's streaming query, batch by batch."""
-    pipeline = StorePipeline(PipelineConfig.model_validate({
+    pipeline = StoreFeed(FeedConfig.model_validate({
         "name": name, "topics": [topic], "checkpoint": str(tmp / f"ckpt-{name}"),
         "trigger": "available_now", "maxOffsetsPerTrigger": 40,
         "sink": {"kind": "parquet", "path": str(tmp / f"log-{name}")},

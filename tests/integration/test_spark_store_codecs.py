@@ -1,4 +1,4 @@
-"""Store pipelines over the mirror's MessagePack and Avro topics (real Kafka, the stack's
+"""Store feeds over the mirror's MessagePack and Avro topics (real Kafka, the stack's
 schema registry, Spark, SQLite, Delta): the same store content as over JSON, and values
 that do not decode go to the error policy."""
 
@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from gridstream.feeds import FeedConfig, StoreFeed
 from gridstream.protocol import OperationEncoder
 from gridstream.protocol.avro import AvroCodec, LocalSchemaRegistry
-from gridstream.spark import MalformedEnvelopeError, PipelineConfig, StorePipeline, TypeRegistry
+from gridstream.spark import MalformedEnvelopeError, TypeRegistry
 from gridstream.spark.dead_letter import H_OFFSET, H_REASON
 from tests.integration.spark_checks import check_delta, check_sql, delta_rows
 from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
@@ -26,14 +27,14 @@ OPS = 400
 
 
 def _pipeline(name: str, topics: list[str], tmp: Path, sink: dict[str, Any],
-              bootstrap: str, **extra: Any) -> StorePipeline:
-    config = PipelineConfig.model_validate({
+              bootstrap: str, **extra: Any) -> StoreFeed:
+    config = FeedConfig.model_validate({
         "name": name, "topics": topics, "checkpoint": str(tmp / f"ckpt-{name}"),
         "trigger": "available_now", "maxOffsetsPerTrigger": 150, "sink": sink, **extra})
-    return StorePipeline(config, TypeRegistry.of([PERSON]), bootstrap_servers=bootstrap)
+    return StoreFeed(config, TypeRegistry.of([PERSON]), bootstrap_servers=bootstrap)
 
 
-def _run(spark: Any, pipeline: StorePipeline) -> BaseException | None:
+def _run(spark: Any, pipeline: StoreFeed) -> BaseException | None:
     from pyspark.errors import StreamingQueryException
 
     query = pipeline.start(spark)

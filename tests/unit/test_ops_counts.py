@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from gridstream.connect.base import ConnectorReport
+from gridstream.feeds.feed import BatchReport
 from gridstream.ops import metrics
 from gridstream.ops.counts import BatchCounts
 from gridstream.pipeline.run import PipelineReport
-from gridstream.spark.pipeline import BatchReport
 from gridstream.spark.sinks.base import SinkResult
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -60,7 +60,6 @@ from gridstream.errors import ConfigError, ConnectorError, RecordError
 from gridstream.grid.contract import GridAdapter
 from gridstream.kafka import redact
 from gridstream.kafka.where import kafka_where
-from gridstream.spark.config import parse_trigger
 from gridstream.spark.dead_letter import write_dead_letters
 from gridstream.spark.kafka_source import (
     check_consumer_properties,
@@ -68,6 +67,7 @@ from gridstream.spark.kafka_source import (
     source_options,
 )
 from gridstream.spark.owner import claim_checkpoint, record_skips
+from gridstream.spark.triggers import parse_trigger
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

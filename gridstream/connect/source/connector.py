@@ -34,9 +34,9 @@ from gridstream.connect.source.snapshots import local_dir
 from gridstream.connect.transforms import build_chain
 from gridstream.errors import ConfigError, RecordError
 from gridstream.kafka import KafkaProperties, redact
-from gridstream.spark.config import parse_trigger
 from gridstream.spark.kafka_writer import PRODUCER_DEFAULTS, KafkaExactlyOnceWriter
 from gridstream.spark.owner import claim_checkpoint
+from gridstream.spark.triggers import parse_trigger
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,4 +1,4 @@
-"""Store sinks of the Spark store pipelines, chosen by ``kind``.
+"""Store sinks on Spark (of the store feeds and the pipeline API), chosen by ``kind``.
 
 ``cassandra`` (the shared Cassandra mapping, on the executors), ``sql`` (SQLite or
 PostgreSQL), ``parquet`` (the lake's change log) and ``delta`` (the lake's current-state
@@ -7,15 +7,15 @@ table). Every sink is idempotent per batch: a batch Spark runs again changes not
 
 from __future__ import annotations
 
-from gridstream.spark.config import (
+from gridstream.spark.sinks.base import BatchSink, SinkResult
+from gridstream.spark.sinks.cassandra import CassandraSink
+from gridstream.spark.sinks.config import (
     CassandraSinkConfig,
     DeltaSinkConfig,
     ParquetSinkConfig,
     SinkConfig,
     SqlSinkConfig,
 )
-from gridstream.spark.sinks.base import BatchSink, SinkResult
-from gridstream.spark.sinks.cassandra import CassandraSink
 from gridstream.spark.sinks.delta import DeltaSink, current_state
 from gridstream.spark.sinks.parquet import ParquetSink
 from gridstream.spark.sinks.sql import SqlSink

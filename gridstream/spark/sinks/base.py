@@ -1,4 +1,4 @@
-"""The contract of a store sink inside a Spark store pipeline.
+"""The contract of a store sink inside a Spark store feed.
 
 A sink receives each micro-batch's valid operations as a DataFrame (the columns of
 ``OPERATION_COLUMNS`` plus the source columns) with the batch id. Spark may run a batch
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["BatchSink", "SinkResult"]
+__all__ = ["BatchSink", "SinkResult", "streaming_query_id"]
 
 
 @dataclass(frozen=True)
@@ -63,3 +63,14 @@ class BatchSink(ABC):
     def describe(self) -> str:
         """One line for progress output (never a secret)."""
         return self.kind
+
+
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"
+"""The local property Spark sets on a streaming query's thread (foreachBatch runs there)."""
+
+
+def streaming_query_id(records: DataFrame) -> str | None:
+    """The id of the streaming query running this batch, or None outside one (what a
+    sink's ``bind_query`` takes)."""
+    value = records.sparkSession.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
+    return str(value) if value else None

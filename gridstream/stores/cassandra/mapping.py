@@ -2,7 +2,7 @@
 
 A ``CassandraMapping`` holds the table-name converter, the flatten filter and the two
 value serializers, builds (and caches) each type's ``TypeLayout``, and encodes or
-decodes column values. The mirror endpoint, the Spark store pipeline and the reader all
+decodes column values. The mirror endpoint, the Spark store feed and the reader all
 build their mapping from the same settings, so they read what the others wrote.
 """
 

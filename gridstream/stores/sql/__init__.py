@@ -1,7 +1,7 @@
 """The SQL store (SQLite or PostgreSQL): one table per type holding each entity's current
 state as wire JSON, upserts guarded by version, deletes kept as tombstones.
 
-Used by the SQL consumer (``run_sql_consumer``) and the Spark store pipelines'
+Used by the SQL consumer (``run_sql_consumer``) and the Spark store feeds'
 ``kind = "sql"`` sink; see ``store`` for the contract.
 """
 

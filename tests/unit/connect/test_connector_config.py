@@ -63,12 +63,12 @@ def _load(tmp_path: Path, text: str) -> Any:
 
 def test_connectors_only_and_with_pipelines(tmp_path: Path) -> None:
     config = _load(tmp_path, SOURCE + SINK)
-    assert config.pipeline == []
+    assert config.feed == []
     source, sink = config.connector
     assert isinstance(source, SourceConnectorConfig) and isinstance(sink, SinkConnectorConfig)
     assert sink.topics == ("a", "b") and sink.tasks_max == 4
     both = _load(tmp_path, PIPELINE + SOURCE)
-    assert [p.name for p in both.pipeline] == ["p"] and both.connector[0].name == "src"
+    assert [p.name for p in both.feed] == ["p"] and both.connector[0].name == "src"
 
 
 def test_connector_class_spellings(tmp_path: Path) -> None:

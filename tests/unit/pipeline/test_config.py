@@ -46,7 +46,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 def test_api_and_store_pipelines_live_side_by_side(tmp_path: Path) -> None:
     config = load_config(_write(tmp_path, GOOD))
-    assert [p.name for p in config.pipeline] == ["store"]
+    assert [p.name for p in config.feed] == ["store"]
     jobs = build_api_jobs(config)
     assert [j.name for j in jobs] == ["api"]
     assert [s.label for s in jobs[0].steps] == ["map#1", "filter#2"]

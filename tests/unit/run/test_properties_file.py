@@ -77,7 +77,7 @@ run.allowed_modules=a.b, c
 run.max_restarts=2
 """)
     (c,) = config.connector
-    assert isinstance(c, SinkConnectorConfig) and config.pipeline == []
+    assert isinstance(c, SinkConnectorConfig) and config.feed == []
     assert c.name == "snk" and c.topics == ("a", "b") and c.tasks_max == 4
     assert c.grid.kind == "hazelcast" and c.grid.members == ("127.0.0.1:5701", "127.0.0.1:5702")
     assert c.bootstrap_servers == "k1:9092,k2:9092"

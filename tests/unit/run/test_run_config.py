@@ -8,9 +8,10 @@ import pytest
 
 from gridstream.errors import ConfigError
 from gridstream.operations import PropertySpec, TypeDescriptor
-from gridstream.run.config import build_pipelines, load_config
-from gridstream.spark.config import CassandraSinkConfig, SqlSinkConfig, parse_trigger
+from gridstream.run.config import build_feeds, load_config
 from gridstream.spark.dead_letter import ErrorPolicy
+from gridstream.spark.sinks.config import CassandraSinkConfig, SqlSinkConfig
+from gridstream.spark.triggers import parse_trigger
 from gridstream.spark.types import TypeRegistry, descriptor_from_table, descriptor_to_table
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -31,17 +32,32 @@ def _load(tmp_path: Path, text: str) -> object:
 
 
 def test_example_files_are_valid() -> None:
-    files = sorted(EXAMPLES.glob("pipeline*.toml"))
+    files = sorted([*EXAMPLES.glob("pipeline*.toml"), *EXAMPLES.glob("feeds*.toml")])
     assert files
     for path in files:
         config = load_config(path)
-        assert config.pipeline or config.api_pipelines
+        assert config.feed or config.api_pipelines
+
+
+def test_a_feed_is_a_feed_table_or_a_pipeline_table_without_a_source(tmp_path: Path) -> None:
+    """``[[feed]]`` is the feed's table; ``[[pipeline]]`` without a ``source`` (its
+    earlier form) is still read as one, after the ``[[feed]]`` tables, and an error in
+    it names the table it is written in."""
+    feed = MINIMAL.replace("[[pipeline]]", "[[feed]]").replace('"p"', '"f"').replace(
+        "/tmp/ck", "/tmp/ck-f")
+    config = _load(tmp_path, MINIMAL + feed)
+    assert [f.name for f in config.feed] == ["f", "p"]  # type: ignore[attr-defined]
+    bad = MINIMAL.replace('kind = "sql"', 'kind = "mongo"')
+    with pytest.raises(ConfigError, match=r"\n  pipeline\.0\.sink: Input tag 'mongo'"):
+        _load(tmp_path, feed + bad)
+    with pytest.raises(ConfigError, match=r"\n  feed\.0\.sink: Input tag 'mongo'"):
+        _load(tmp_path, bad.replace("[[pipeline]]", "[[feed]]") + MINIMAL)
 
 
 def test_minimal_file_and_defaults(tmp_path: Path) -> None:
     config = load_config({"pipeline": [{"name": "p", "subscribe": "a, b", "checkpoint": "/c",
                                         "sink": {"kind": "sql", "url": "sqlite:///x.db"}}]})
-    p = config.pipeline[0]
+    p = config.feed[0]
     assert p.topics == ("a", "b") and p.starting_offsets == "earliest"
     assert p.fail_on_data_loss is True and p.error_handling_policy is ErrorPolicy.FAIL
     assert isinstance(p.sink, SqlSinkConfig)
@@ -60,7 +76,7 @@ errorHandlingPolicy = "STOP_TASK"
 checkpointLocation = "/tmp/ck"
 sink = { kind = "cassandra", keyspaceName = "grid", hosts = "h1, h2" }
 """)
-    p = config.pipeline[0]  # type: ignore[attr-defined]
+    p = config.feed[0]  # type: ignore[attr-defined]
     assert p.pattern == "grid\\..*" and p.starting_offsets == "latest"
     assert p.max_offsets_per_trigger == 10 and p.fail_on_data_loss is False
     assert isinstance(p.sink, CassandraSinkConfig)
@@ -94,7 +110,7 @@ def test_forbidden_consumer_properties(tmp_path: Path) -> None:
     config = _load(tmp_path, MINIMAL.replace('checkpoint', 'kafka = { "enable.auto.commit" = true }'
                                              '\ncheckpoint'))
     with pytest.raises(ConfigError, match="enable.auto.commit"):
-        build_pipelines(config)  # type: ignore[arg-type]
+        build_feeds(config)  # type: ignore[arg-type]
 
 
 def test_triggers() -> None:
@@ -140,14 +156,14 @@ def test_a_pattern_not_matching_the_dead_letter_topic_is_accepted() -> None:
     for pattern, topic in (("grid\\.people.*", "grid.dlq"), ("grid", "grid.dlq"),
                            ("grid\\..*", "dlq.grid"), ("grid\\.(?!dlq$).*", "grid.dlq")):
         config = load_config(_pipeline(subscribePattern=pattern, dead_letter_topic=topic))
-        assert config.pipeline[0].pattern == pattern
+        assert config.feed[0].pattern == pattern
 
 
 def test_a_listed_topic_equal_to_the_dead_letter_topic_is_refused() -> None:
-    with pytest.raises(ConfigError, match="dead-letter topic 'b' is one of the pipeline's topics"):
+    with pytest.raises(ConfigError, match="dead-letter topic 'b' is one of the feed's topics"):
         load_config(_pipeline(topics="a, b", dead_letter_topic="b"))
     # also when the policy is 'fail' (the topic is only named, but still never read back)
-    with pytest.raises(ConfigError, match="'b' is one of the pipeline's topics"):
+    with pytest.raises(ConfigError, match="'b' is one of the feed's topics"):
         load_config(_pipeline(topics=["a", "b"], dead_letter_topic="b",
                               errorHandlingPolicy="fail"))
 
@@ -160,10 +176,10 @@ def test_min_partitions_is_refused_with_the_cassandra_sink() -> None:
         load_config(_pipeline(topics=["a"], minPartitions=4, sink=cassandra,
                               errorHandlingPolicy="fail"))
     accepted = load_config(_pipeline(topics=["a"], sink=cassandra, errorHandlingPolicy="fail"))
-    assert accepted.pipeline[0].min_partitions is None
+    assert accepted.feed[0].min_partitions is None
     # order-independent sinks keep the option (they fold each entity in version order)
     sql = load_config(_pipeline(topics=["a"], minPartitions=4, errorHandlingPolicy="fail"))
-    assert sql.pipeline[0].min_partitions == 4
+    assert sql.feed[0].min_partitions == 4
 
 
 def test_kafka_secrets_reach_the_source_but_never_a_repr(tmp_path: Path) -> None:
@@ -172,7 +188,7 @@ def test_kafka_secrets_reach_the_source_but_never_a_repr(tmp_path: Path) -> None
     config = _load(tmp_path, '[kafka]\nproperties = { "sasl.password" = "hunter2", '
                              '"client.id" = "c" }\n' + MINIMAL)
     assert "hunter2" not in repr(config)
-    (pipeline,) = build_pipelines(config)  # type: ignore[arg-type]
+    (pipeline,) = build_feeds(config)  # type: ignore[arg-type]
     options = pipeline.source_options()
     assert options["kafka.sasl.password"] == "hunter2" and options["kafka.client.id"] == "c"
     assert "hunter2" not in pipeline.describe()

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from gridstream.connect.sink import SinkConnector
 from gridstream.connect.source import SourceConnector
+from gridstream.feeds.feed import StoreFeed
 from gridstream.pipeline.run import PipelineJob
-from gridstream.spark.pipeline import StorePipeline
 from gridstream.spark.runnable import Runnable
 
-FLOWS = (StorePipeline, PipelineJob, SourceConnector, SinkConnector)
+FLOWS = (StoreFeed, PipelineJob, SourceConnector, SinkConnector)
 
 
 def test_every_flow_subclasses_the_contract_with_a_kind_of_its_own() -> None:
     assert all(issubclass(flow, Runnable) for flow in FLOWS)
     assert sorted(flow.kind for flow in FLOWS) == [
-        "pipeline", "sink connector", "source connector", "store pipeline"]
+        "pipeline", "sink connector", "source connector", "store feed"]
 
 
 def test_the_optional_parts_have_defaults() -> None:

@@ -49,7 +49,7 @@ def test_a_source_connector_s_offsets_give_no_lag_and_no_error() -> None:
 
 def test_the_runner_hands_each_connector_its_query_progress() -> None:
     """A sink commits its positions to its consumer group from the progress the runner
-    reads (a flow without ``progressed``, a store pipeline, is left alone)."""
+    reads (a flow without ``progressed``, a store feed, is left alone)."""
     from collections import deque
 
     from gridstream.run.runner import PipelineRunner

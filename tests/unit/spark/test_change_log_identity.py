@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from gridstream.errors import ConfigError, StoreError
-from gridstream.spark import PipelineConfig, StorePipeline
+from gridstream.feeds import FeedConfig, StoreFeed
 from gridstream.spark.sinks import ParquetSink
 
 
-def _pipeline() -> StorePipeline:
-    return StorePipeline(PipelineConfig.model_validate({
+def _pipeline() -> StoreFeed:
+    return StoreFeed(FeedConfig.model_validate({
         "name": "log", "topics": ["t"], "checkpoint": "/tmp/ck",
         "sink": {"kind": "parquet", "path": "/tmp/changes"}}))
 

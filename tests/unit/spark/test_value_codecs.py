@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from gridstream.errors import ConfigError
+from gridstream.feeds.config import FeedConfig
 from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
 from gridstream.protocol import OperationEncoder
 from gridstream.protocol.avro import AvroCodec, LocalSchemaRegistry
-from gridstream.spark.config import PipelineConfig
 from gridstream.spark.envelope import _error
 from gridstream.spark.types import TypeRegistry
 from gridstream.spark.value_codecs import CODEC_ERROR, JSON_TEXT, Transcoder
@@ -95,8 +95,8 @@ def test_the_error_sql_puts_the_codec_reason_after_the_tombstone_check() -> None
     assert "!= 'avro'" in text and "record codec is not avro" in text
 
 
-def _config(**extra: Any) -> PipelineConfig:
-    return PipelineConfig.model_validate({"name": "p", "topics": ["t"], "checkpoint": "/c",
+def _config(**extra: Any) -> FeedConfig:
+    return FeedConfig.model_validate({"name": "p", "topics": ["t"], "checkpoint": "/c",
                                           "sink": {"kind": "parquet", "path": "/p"}, **extra})
 
 
@@ -117,14 +117,14 @@ def test_the_registry_options_need_the_avro_codec() -> None:
 
 
 def test_a_toml_pipeline_reads_the_codec_and_the_registry(tmp_path: Any) -> None:
-    from gridstream.run.config import build_pipelines, load_config
+    from gridstream.run.config import build_feeds, load_config
 
     path = tmp_path / "p.toml"
     path.write_text('[[pipeline]]\nname = "p"\ntopics = ["people"]\ncodec = "avro"\n'
                     '"schema.registry.url" = "http://127.0.0.1:1/apis/ccompat/v7"\n'
                     '"basic.auth.user.info" = "user:s3cret"\ncheckpoint = "/tmp/c"\n'
                     'sink = { kind = "sql", url = "sqlite:///people.db" }\n')
-    [pipeline] = build_pipelines(load_config(path))
+    [pipeline] = build_feeds(load_config(path))
     assert pipeline.transcoder is not None and pipeline.transcoder.codec == "avro"
     assert "avro values (registry http://127.0.0.1:1/apis/ccompat/v7)" in pipeline.describe()
     assert "s3cret" not in pipeline.describe()

@@ -1,4 +1,4 @@
-"""Typed configuration of a store pipeline: Kafka source, sink, checkpoint, trigger, errors.
+"""Typed configuration of a store feed: Kafka source, sink, checkpoint, trigger, errors.
 
 Spark's Kafka source option names are accepted next to the snake_case fields
 (``subscribe``/``topics``, ``subscribePattern``/``pattern``, ``startingOffsets``,
@@ -10,7 +10,7 @@ Kafka client properties pass through under ``kafka`` (secrets never printed).
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -23,107 +23,10 @@ from pydantic import (
 from gridstream._config import StrictModel, importance
 from gridstream.spark.dead_letter import ErrorPolicy
 from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
-from gridstream.stores.cassandra import CassandraConfig
+from gridstream.spark.sinks.config import CassandraSinkConfig, SinkConfig
+from gridstream.spark.triggers import parse_trigger
 
-__all__ = [
-    "CassandraSinkConfig",
-    "DeltaSinkConfig",
-    "ParquetSinkConfig",
-    "PipelineConfig",
-    "SinkConfig",
-    "SqlSinkConfig",
-    "parse_trigger",
-]
-
-_UNIT_MS = {
-    "ms": 1.0, "millisecond": 1.0, "milliseconds": 1.0, "s": 1000.0, "second": 1000.0,
-    "seconds": 1000.0, "m": 60_000.0, "min": 60_000.0, "minute": 60_000.0, "minutes": 60_000.0,
-}
-_TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
-
-
-class CassandraSinkConfig(StrictModel):
-    """``kind = "cassandra"``; every other key is a ``CassandraConfig`` field."""
-
-    kind: Literal["cassandra"] = "cassandra"
-    """``cassandra``: one table per type, written with the shared Cassandra mapping."""
-    cassandra: CassandraConfig
-    """The cluster, keyspace and mapping options (``CassandraConfig``); in a run file they
-    sit next to ``kind`` in the ``sink`` table."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _nest(cls, values: Any) -> Any:
-        if isinstance(values, dict) and "cassandra" not in values:
-            rest = {k: v for k, v in values.items() if k != "kind"}
-            return {"kind": values.get("kind", "cassandra"), "cassandra": rest}
-        return values
-
-
-class SqlSinkConfig(StrictModel):
-    """``kind = "sql"``: ``url`` is ``sqlite:///path.db`` or ``postgresql://...``."""
-
-    kind: Literal["sql"] = "sql"
-    """``sql``: one table per type in SQLite or PostgreSQL, current state and tombstones."""
-    url: SecretStr
-    """The database: ``sqlite:///relative.db``, ``sqlite:////absolute.db`` or
-    ``postgresql://user:pw@host/db``; kept secret (never printed)."""
-    table_prefix: str = ""
-    """Starts every type's table name (``shop.Order`` → prefix + ``shop_Order``); stores
-    with other prefixes on the same database never share a table."""
-    create_tables: bool = True
-    """Create a type's table when it is first needed; ``false``: each type's table must
-    exist already (the ``gs_tables`` registry is still created)."""
-
-    @field_validator("url")
-    @classmethod
-    def _scheme(cls, value: SecretStr) -> SecretStr:
-        scheme = value.get_secret_value().split("://", 1)[0].split("+", 1)[0]
-        if scheme not in ("sqlite", "postgresql", "postgres"):
-            raise ValueError("url must start with sqlite:/// or postgresql://")
-        return value
-
-
-class ParquetSinkConfig(StrictModel):
-    """``kind = "parquet"``: the change log's root directory (any Hadoop path)."""
-
-    kind: Literal["parquet"] = "parquet"
-    """``parquet``: the lake's change log, every operation, partitioned by ``type``,
-    ``date`` and ``topic``."""
-    path: str = Field(min_length=1)
-    """The change log's root directory (any Hadoop path); several pipelines may write to
-    one path, each query replacing only its own files."""
-    compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
-    """The compression codec of the Parquet files (``none``: uncompressed)."""
-
-
-class DeltaSinkConfig(StrictModel):
-    """``kind = "delta"``: the current-state table's location."""
-
-    kind: Literal["delta"] = "delta"
-    """``delta``: the lake's current-state table (Delta Lake), maintained with ``MERGE``."""
-    path: str = Field(min_length=1)
-    """The location of the Delta table (created if missing) holding every type's current
-    state and tombstones, partitioned by ``type``."""
-
-
-SinkConfig = Annotated[
-    CassandraSinkConfig | SqlSinkConfig | ParquetSinkConfig | DeltaSinkConfig,
-    Field(discriminator="kind"),
-]
-
-
-def parse_trigger(text: str) -> dict[str, Any]:
-    """``"5 seconds"`` → ``{"processingTime": "5 seconds"}``; ``"available_now"`` →
-    ``{"availableNow": True}``; ``ValueError`` otherwise."""
-    lowered = text.strip().lower().replace("-", "_")
-    if lowered in ("available_now", "availablenow"):
-        return {"availableNow": True}
-    match = _TRIGGER.match(lowered)
-    if match is None or match.group(2) not in _UNIT_MS:
-        raise ValueError(f"trigger {text!r}: use e.g. '5 seconds', '500 ms' or 'available_now'")
-    number, unit = match.groups()
-    return {"processingTime": f"{int(float(number) * _UNIT_MS[unit])} milliseconds"}
+__all__ = ["FeedConfig"]
 
 
 def _policy(value: Any) -> Any:
@@ -139,12 +42,12 @@ def _policy(value: Any) -> Any:
     return lowered
 
 
-class PipelineConfig(StrictModel):
-    """One ``[[pipeline]]``: Kafka topics → one sink, checkpointed."""
+class FeedConfig(StrictModel):
+    """One ``[[feed]]``: Kafka topics → one sink, checkpointed."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    """The pipeline's name (letters, digits, ``_.-``), unique among the run's pipelines
-    and connectors; it names the pipeline in progress lines, errors and dead letters."""
+    """The feed's name (letters, digits, ``_.-``), unique among the run's feeds
+    and connectors; it names the feed in progress lines, errors and dead letters."""
     topics: tuple[str, ...] | None = Field(
         default=None, validation_alias=AliasChoices("topics", "subscribe"))
     """The topics to read: a list or comma-separated text. Exactly one of ``topics`` and
@@ -157,11 +60,11 @@ class PipelineConfig(StrictModel):
         default=None, validation_alias=AliasChoices("bootstrap_servers", "bootstrap.servers"),
         json_schema_extra=importance("high")
     )
-    """The Kafka cluster the pipeline reads (and writes its dead letters to). Unset:
+    """The Kafka cluster the feed reads (and writes its dead letters to). Unset:
     ``[kafka]``'s; ``[kafka]``'s properties apply either way."""
     starting_offsets: str = Field(
         default="earliest", validation_alias=AliasChoices("starting_offsets", "startingOffsets"))
-    """Where a pipeline without a checkpoint starts: ``earliest``, ``latest`` or Spark's
+    """Where a feed without a checkpoint starts: ``earliest``, ``latest`` or Spark's
     JSON of offsets per partition; a checkpoint's offsets always win."""
     max_offsets_per_trigger: int | None = Field(
         default=MAX_OFFSETS_PER_TRIGGER, ge=1,
@@ -171,7 +74,7 @@ class PipelineConfig(StrictModel):
     fail_on_data_loss: bool = Field(
         default=True, validation_alias=AliasChoices("fail_on_data_loss", "failOnDataLoss"))
     """Fail the query when offsets it should read are gone (out of retention, a topic
-    deleted); ``false`` skips them, and the pipeline's start line says so."""
+    deleted); ``false`` skips them, and the feed's start line says so."""
     min_partitions: int | None = Field(
         default=None, ge=1, validation_alias=AliasChoices("min_partitions", "minPartitions"),
         json_schema_extra=importance("low")
@@ -183,14 +86,14 @@ class PipelineConfig(StrictModel):
     """The consumer's ``isolation.level``: ``read_committed`` reads only committed Kafka
     transactions (the mirror writes transactions), ``read_uncommitted`` aborted ones too."""
     kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    """The pipeline's Kafka consumer properties, over ``[kafka]``'s ``properties``; those
+    """The feed's Kafka consumer properties, over ``[kafka]``'s ``properties``; those
     Spark's Kafka source manages itself (``auto.offset.reset``, ``enable.auto.commit``,
     deserializers, ``interceptor.classes``) are refused. Secret ones never appear in
     progress lines or errors."""
     checkpoint: str = Field(
         min_length=1, validation_alias=AliasChoices("checkpoint", "checkpointLocation"))
     """The Spark checkpoint directory (any Hadoop path): the offsets a restarted
-    pipeline resumes from. One per pipeline or connector."""
+    feed resumes from. One per feed or connector."""
     trigger: str = "5 seconds"
     """The micro-batch interval, a duration (``"500 ms"``, ``"5 seconds"``, ``"1 minute"``),
     or ``available_now``: read what is there, then stop."""
@@ -204,7 +107,7 @@ class PipelineConfig(StrictModel):
         default=None, validation_alias=AliasChoices(
             "dead_letter_topic", "deadLetterTopic", "errors.deadletterqueue.topic.name"))
     """The topic malformed records go to under ``dead_letter`` (required with it, unused
-    under ``fail``), with their headers and the reason; never a topic the pipeline
+    under ``fail``), with their headers and the reason; never a topic the feed
     reads."""
     unknown_types: Literal["dynamic", "fail"] = "dynamic"
     """A type not declared under ``[types]``: ``dynamic`` takes it as its id property
@@ -228,7 +131,7 @@ class PipelineConfig(StrictModel):
     """``avro`` without a registry: the local registry's ``<id>.avsc`` files (else the
     ids derive from the declared ``[types]``)."""
     sink: SinkConfig
-    """Where the pipeline writes: a table whose ``kind`` (``cassandra``, ``sql``,
+    """Where the feed writes: a table whose ``kind`` (``cassandra``, ``sql``,
     ``parquet`` or ``delta``) picks the sink, with that sink's options."""
 
     @field_validator("error_handling_policy", mode="before")
@@ -260,7 +163,7 @@ class PipelineConfig(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> PipelineConfig:
+    def _consistent(self) -> FeedConfig:
         if (self.topics is None) == (self.pattern is None):
             raise ValueError("give exactly one of 'topics' (subscribe) or 'pattern' "
                              "(subscribePattern)")
@@ -291,17 +194,17 @@ class PipelineConfig(StrictModel):
         return self
 
     def _no_dead_letter_loop(self) -> None:
-        """Refuse a source that would read the pipeline's own dead letters (they are
+        """Refuse a source that would read the feed's own dead letters (they are
         malformed, so they would be dead-lettered again, forever)."""
         topic = self.dead_letter_topic
         if not topic:
             return
         if self.topics is not None and topic in self.topics:
-            raise ValueError(f"the dead-letter topic {topic!r} is one of the pipeline's "
-                             "topics: the pipeline would read its own dead letters forever")
+            raise ValueError(f"the dead-letter topic {topic!r} is one of the feed's "
+                             "topics: the feed would read its own dead letters forever")
         # Spark's subscribePattern takes a topic whose whole name matches (Java's
         # Pattern.matches), as re.fullmatch does
         if self.pattern is not None and re.fullmatch(self.pattern, topic):
             raise ValueError(f"the pattern {self.pattern!r} matches the dead-letter topic "
-                             f"{topic!r}: the pipeline would read its own dead letters "
+                             f"{topic!r}: the feed would read its own dead letters "
                              "forever; narrow the pattern or rename the dead-letter topic")

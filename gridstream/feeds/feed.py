@@ -1,4 +1,4 @@
-"""A store pipeline: Kafka topics → decode in the JVM → one store, checkpointed.
+"""A store feed: Kafka topics → decode in the JVM → one store, checkpointed.
 
 Each micro-batch (``foreachBatch``) is decoded in the JVM, malformed records are handled
 by policy (fail or dead-letter, never dropped), and the valid operations go to the sink:
@@ -20,14 +20,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import ConfigError, SparkError
+from gridstream.feeds.config import FeedConfig
 from gridstream.kafka import redact
 from gridstream.ops.counts import BatchCounts
-from gridstream.spark.config import PipelineConfig, parse_trigger
 from gridstream.spark.dead_letter import ErrorPolicy, raise_first, write_dead_letters
 from gridstream.spark.envelope import MalformedEnvelopeError, decode_envelopes
 from gridstream.spark.kafka_source import check_consumer_properties, client_options, source_options
 from gridstream.spark.runnable import Runnable
 from gridstream.spark.sinks import BatchSink, SinkResult, create_sink
+from gridstream.spark.sinks.base import streaming_query_id
+from gridstream.spark.triggers import parse_trigger
 from gridstream.spark.types import TypeRegistry
 from gridstream.spark.value_codecs import CODEC_ERROR, JSON_TEXT, Transcoder
 
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["BatchReport", "StorePipeline"]
+__all__ = ["BatchReport", "StoreFeed"]
 
 @dataclass(frozen=True)
 class BatchReport:
@@ -68,12 +70,12 @@ class BatchReport:
                            self.seconds)
 
 
-class StorePipeline(Runnable):
-    """One ``[[pipeline]]``: build with a config, ``start`` it on a Spark session."""
+class StoreFeed(Runnable):
+    """One ``[[feed]]``: build with a config, ``start`` it on a Spark session."""
 
-    kind = "store pipeline"
+    kind = "store feed"
 
-    def __init__(self, config: PipelineConfig, types: TypeRegistry | None = None, *,
+    def __init__(self, config: FeedConfig, types: TypeRegistry | None = None, *,
                  sink: BatchSink | None = None, bootstrap_servers: str | None = None,
                  kafka_properties: Mapping[str, Any] | None = None) -> None:
         self.config = config
@@ -82,7 +84,7 @@ class StorePipeline(Runnable):
         self.sink = sink or create_sink(config.sink, self.types)
         self.bootstrap_servers = config.bootstrap_servers or bootstrap_servers or "127.0.0.1:9092"
         self.kafka_properties = {**(kafka_properties or {}), **config.kafka}
-        check_consumer_properties(self.kafka_properties, f"pipeline {config.name!r}")
+        check_consumer_properties(self.kafka_properties, f"feed {config.name!r}")
         self.transcoder = _transcoder(config, self.types)
         self.reports: deque[BatchReport] = deque(maxlen=1000)
         self._headers_read = False
@@ -131,7 +133,7 @@ class StorePipeline(Runnable):
                 f"errors {c.error_handling_policy.value}{loss}]")
 
     def source(self, spark: SparkSession) -> DataFrame:
-        """The streaming DataFrame of the pipeline's Kafka records."""
+        """The streaming DataFrame of the feed's Kafka records."""
         return spark.readStream.format("kafka").options(**self.source_options()).load()
 
     def start(self, spark: SparkSession) -> StreamingQuery:
@@ -161,9 +163,9 @@ class StorePipeline(Runnable):
         ``parquet`` sink needs one of its own: the change log's file names include it.
         """
         started = time.monotonic()
-        query_id = query_id or _streaming_query_id(records)
+        query_id = query_id or streaming_query_id(records)
         if query_id is not None and not _QUERY_ID.fullmatch(query_id):
-            raise ConfigError(f"pipeline {self.name!r}: query id {query_id!r} must be "
+            raise ConfigError(f"feed {self.name!r}: query id {query_id!r} must be "
                               "1-64 letters, digits, '-' or '_'")
         self.sink.bind_query(query_id)
         self._headers_read = "headers" in records.columns
@@ -176,7 +178,7 @@ class StorePipeline(Runnable):
                            time.monotonic() - started)
 
     def decode(self, records: DataFrame) -> DataFrame:
-        """Kafka rows → ``decode_envelopes``' columns, whatever the pipeline's codec."""
+        """Kafka rows → ``decode_envelopes``' columns, whatever the feed's codec."""
         if self.transcoder is None:
             return decode_envelopes(records)
         staged = self.transcoder.apply(records)
@@ -254,7 +256,7 @@ class StorePipeline(Runnable):
             raise_first(bad, count, self.name)
         topic = self.config.dead_letter_topic
         if topic is None:  # guarded by the config; kept for callers building configs by hand
-            raise ConfigError(f"pipeline {self.name!r} has no dead_letter_topic")
+            raise ConfigError(f"feed {self.name!r} has no dead_letter_topic")
         write_dead_letters(bad, topic, self.name, self._client_options())
         return count
 
@@ -292,12 +294,12 @@ class StorePipeline(Runnable):
                                            "left_semi")
         found = int(again.count())
         if found != count:
-            raise SparkError(f"pipeline {self.name!r}: {count} malformed record(s), but only "
+            raise SparkError(f"feed {self.name!r}: {count} malformed record(s), but only "
                              f"{found} could be read again with their headers")
         return again
 
 
-def _transcoder(config: PipelineConfig, types: TypeRegistry) -> Transcoder | None:
+def _transcoder(config: FeedConfig, types: TypeRegistry) -> Transcoder | None:
     """What turns the topics' values into envelope JSON (None: they are JSON)."""
     if config.codec == "json":
         return None
@@ -310,14 +312,6 @@ def _transcoder(config: PipelineConfig, types: TypeRegistry) -> Transcoder | Non
 
 
 _QUERY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_QUERY_ID_PROPERTY = "sql.streaming.queryId"
-"""The local property Spark sets on a streaming query's thread (foreachBatch runs there)."""
-
-
-def _streaming_query_id(records: DataFrame) -> str | None:
-    """The id of the streaming query running this batch, or None outside one."""
-    value = records.sparkSession.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
-    return str(value) if value else None
 
 
 _OBSERVATION_WAIT_S = 60.0

@@ -1,4 +1,4 @@
-"""Kafka → Cassandra / SQL / Delta / Parquet store pipelines on real Kafka, Spark, Cassandra
+"""Kafka → Cassandra / SQL / Delta / Parquet store feeds on real Kafka, Spark, Cassandra
 and PostgreSQL (the SQL sink runs on SQLite and on PostgreSQL).
 
 The mirror-style workload (transactions, nested objects, dynamic properties,
@@ -23,7 +23,8 @@ import pyspark.sql.functions as F
 import pytest
 
 from gridstream.errors import StoreError
-from gridstream.spark import PipelineConfig, StorePipeline, TypeRegistry
+from gridstream.feeds import FeedConfig, StoreFeed
+from gridstream.spark import TypeRegistry
 from gridstream.stores.cassandra import CassandraConfig, CassandraReader, mapping_from_config
 from tests.integration.spark_checks import check_cassandra, check_delta, check_sql
 from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
@@ -32,14 +33,14 @@ OPS = 700
 
 
 def _config(name: str, topics: list[str], tmp: Path, sink: dict[str, Any],
-            **extra: Any) -> PipelineConfig:
-    return PipelineConfig.model_validate({
+            **extra: Any) -> FeedConfig:
+    return FeedConfig.model_validate({
         "name": name, "topics": topics, "checkpoint": str(tmp / f"ckpt-{name}"),
         "trigger": "available_now", "maxOffsetsPerTrigger": 300, "sink": sink, **extra,
     })
 
 
-def _run(spark: Any, pipelines: list[StorePipeline]) -> None:
+def _run(spark: Any, pipelines: list[StoreFeed]) -> None:
     queries = [p.start(spark) for p in pipelines]
     for pipeline, query in zip(pipelines, queries, strict=True):
         query.awaitTermination(600)
@@ -75,7 +76,7 @@ def test_store_pipelines_reach_the_final_state_and_replays_change_nothing(
         "delta": {"kind": "delta", "path": str(lake)},
         "parquet": {"kind": "parquet", "path": str(log)},
     }
-    pipelines = [StorePipeline(_config(n, topics, tmp_path, s), types,
+    pipelines = [StoreFeed(_config(n, topics, tmp_path, s), types,
                                bootstrap_servers=kafka_bootstrap) for n, s in sinks.items()]
     _run(spark, pipelines)
     for pipeline in pipelines:
@@ -140,7 +141,7 @@ def test_parquet_change_log_batch_rerun_replaces_its_own_files(
     ops = workload.run(80, people=10, orders=1)
     produce(kafka_bootstrap, {PERSON.name: topic, ORDER: topic}, ops)
     log = tmp_path / "changes"
-    pipeline = StorePipeline(_config("log", [topic], tmp_path, {"kind": "parquet",
+    pipeline = StoreFeed(_config("log", [topic], tmp_path, {"kind": "parquet",
                                                                 "path": str(log)}))
     batch = _kafka_batch(spark, kafka_bootstrap, [topic])
     for _ in range(3):
@@ -195,8 +196,8 @@ def test_parquet_change_log_runs_sharing_a_path_keep_each_others_files(
     log = tmp_path / "changes"
     sink = {"kind": "parquet", "path": str(log)}
 
-    def pipeline(name: str) -> StorePipeline:
-        return StorePipeline(_config(name, [topic], tmp_path, sink),
+    def pipeline(name: str) -> StoreFeed:
+        return StoreFeed(_config(name, [topic], tmp_path, sink),
                              bootstrap_servers=kafka_bootstrap)
 
     first = pipeline("first")
@@ -234,7 +235,7 @@ def test_parquet_sink_refuses_a_change_log_of_the_earlier_layout(
     old.mkdir(parents=True)
     earlier = old / "batch-000000000000-00000.parquet"
     pq.write_table(pa.table({"topic": ["t"], "offset": [0]}), earlier)
-    pipeline = StorePipeline(_config("log", ["t"], tmp_path, {"kind": "parquet", "path": str(log)}))
+    pipeline = StoreFeed(_config("log", ["t"], tmp_path, {"kind": "parquet", "path": str(log)}))
     with pytest.raises(StoreError, match="earlier layout"):
         pipeline.start(spark)
     earlier.unlink()
@@ -250,12 +251,12 @@ def test_many_topics_to_many_cassandra_tables_with_a_pattern(
     workload = Workload(seed=5)
     ops = workload.run(120, people=15, orders=10)
     produce(kafka_bootstrap, {PERSON.name: people, ORDER: orders}, ops)
-    config = PipelineConfig.model_validate({
+    config = FeedConfig.model_validate({
         "name": "pattern", "subscribePattern": f"{prefix}\\..*",
         "checkpoint": str(tmp_path / "ckpt"), "trigger": "available_now",
         "sink": {"kind": "cassandra", "keyspace": keyspace},
     })
-    pipeline = StorePipeline(config, TypeRegistry.of([PERSON]), bootstrap_servers=kafka_bootstrap)
+    pipeline = StoreFeed(config, TypeRegistry.of([PERSON]), bootstrap_servers=kafka_bootstrap)
     _run(spark, [pipeline])
     tables = {r.table_name for r in cassandra_session.execute(
         "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,))}
