@@ -75,10 +75,10 @@ def source_python_alone(config: Any, starts: dict[str, Position],
     (``read_changes`` from start to end), then the same with the records made (filter,
     transforms, converter, Arrow batches: ``read_work``)."""
     from gridstream.connect.converters import build_converter
-    from gridstream.connect.grids import grid_adapter
     from gridstream.connect.source.offsets import Work
     from gridstream.connect.source.read import RecordMaker, read_work
     from gridstream.connect.transforms import build_chain
+    from gridstream.grid.settings import grid_adapter
 
     out: dict[str, float] = {}
     with grid_adapter(config.grid) as adapter:

@@ -129,9 +129,9 @@ def breakdown(spark: Any, bootstrap: str, grid: HazelcastAdapter, grid_settings:
     import pyarrow.compute as pc
     from confluent_kafka import Consumer, TopicPartition
 
-    from gridstream.connect.sink import apply as sink_apply
     from gridstream.connect.sink import connector as sink_connector
     from gridstream.connect.sink.decode import OK, decode_batches
+    from gridstream.spark import grid_apply as sink_apply
 
     applied: list[float] = []
     original = sink_connector.apply_tasks

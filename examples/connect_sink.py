@@ -26,7 +26,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gridstream.connect.config import SinkConnectorConfig
-from gridstream.connect.grids import grid_adapter
+from gridstream.grid.settings import grid_adapter
 from gridstream.connect.sink import SinkConnector
 from gridstream.grid.hazelcast import HazelcastAdapter
 from gridstream.spark import get_spark

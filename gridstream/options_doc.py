@@ -27,14 +27,13 @@ from pydantic_core import PydanticUndefined
 
 from gridstream.connect.config import (
     ConverterConfig,
-    HazelcastGridSettings,
     SinkConnectorConfig,
     SourceConnectorConfig,
-    SpaceGridSettings,
 )
 from gridstream.connect.meanings import MEANINGS
 from gridstream.errors import ConfigError
 from gridstream.feeds.config import FeedConfig
+from gridstream.grid.settings import HazelcastGridSettings, SpaceGridSettings
 from gridstream.pipeline.config import (
     ApiPipelineConfig,
     KafkaSinkConfig,

@@ -42,9 +42,10 @@ from typing import Any
 
 import orjson
 
-from gridstream.connect.converters import Converter, loads
+from gridstream.connect.converters import Converter
 from gridstream.errors import CodecError
 from gridstream.grid.contract import Value
+from gridstream.grid.values import loads
 
 __all__ = ["JsonSchemaConverter", "check_payload", "infer_schema"]
 

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from gridstream._config import StrictModel
+from gridstream.grid.settings import GridSettings
 from gridstream.kafka.config import is_secret, lossy_producer_setting
 from gridstream.kafka.where import KafkaPosition, kafka_where, parse_kafka_where
 from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
@@ -37,12 +38,9 @@ __all__ = [
     "DeliveryGuarantee",
     "ErrorHandling",
     "FailoverPolicy",
-    "GridSettings",
-    "HazelcastGridSettings",
     "KeyPolicy",
     "SinkConnectorConfig",
     "SourceConnectorConfig",
-    "SpaceGridSettings",
     "TransformConfig",
 ]
 
@@ -171,39 +169,6 @@ def _names(value: Any) -> Any:
     if isinstance(value, str):
         return tuple(v.strip() for v in value.split(",") if v.strip())
     return value
-
-
-# ------------------------------------------------------------------------- grids
-
-
-class SpaceGridSettings(StrictModel):
-    """``grid = { kind = "space", data_dir = "...", space_name = "..." }``."""
-
-    kind: Literal["space"] = "space"
-    data_dir: str = Field(min_length=1)
-    space_name: str = Field(min_length=1)
-    source: str = "default"
-    id_property: str = "id"
-
-
-class HazelcastGridSettings(StrictModel):
-    """``grid = { kind = "hazelcast", members = ["127.0.0.1:5701"], cluster_name = ... }``."""
-
-    kind: Literal["hazelcast"] = "hazelcast"
-    cluster_name: str = "gridstream"
-    members: tuple[str, ...] = Field(default=("127.0.0.1:5701",), min_length=1)
-    """Empty is an error: the client would fall back to its own default address."""
-    connect_timeout_s: float = Field(default=30.0, gt=0)
-    invocation_timeout_s: float = Field(default=60.0, gt=0)
-    source: str = "default"
-
-    @field_validator("members", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        return _names(value)
-
-
-GridSettings = Annotated[SpaceGridSettings | HazelcastGridSettings, Field(discriminator="kind")]
 
 
 # ------------------------------------------------------------------------- shared parts

@@ -5,6 +5,11 @@ from a grid change (``cache``, ``key``, ``value``; ``value`` None for a removal)
 turns it into Kafka bytes; the sink builds it from a Kafka record's decoded key and
 value and applies it to ``cache``. Transforms change it in place of a copy
 (``dataclasses.replace``); ``where`` names it in errors and dead letters.
+
+Every source record carries ``gs.version`` (``gridstream.protocol.H_VERSION``): the
+change's version (the Space: its log sequence number; Hazelcast: its journal sequence),
+growing per key within one position lineage. Dead letters carry the headers of
+``gridstream.spark.dead_letter``.
 """
 
 from __future__ import annotations
@@ -13,16 +18,7 @@ from dataclasses import dataclass, field
 
 from gridstream.grid.contract import Key, Value
 
-__all__ = ["H_CACHE", "H_CONNECTOR", "H_KEY", "H_OFFSET", "H_PARTITION", "H_REASON",
-           "H_STAGE", "H_TOPIC", "H_VERSION", "Record"]
-
-# Headers of dead letters (both sides) and of source records.
-H_REASON, H_STAGE, H_CONNECTOR = "gs.error.reason", "gs.error.stage", "gs.error.connector"
-H_TOPIC, H_PARTITION, H_OFFSET = "gs.error.topic", "gs.error.partition", "gs.error.offset"
-H_CACHE, H_KEY = "gs.error.cache", "gs.error.key"
-H_VERSION = "gs.version"
-"""On every source record: the change's version (the Space: its log sequence number;
-Hazelcast: its journal sequence), growing per key within one position lineage."""
+__all__ = ["Record"]
 
 
 @dataclass(frozen=True, slots=True)

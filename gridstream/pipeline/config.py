@@ -250,7 +250,7 @@ def validate_api_pipeline(section: dict[str, Any], index: int, where: str,
 def build_job(config: ApiPipelineConfig, index: int, where: str, kafka: Any,
               allowed: tuple[str, ...]) -> Any:
     """The ``PipelineJob`` of a validated section (functions loaded from ``allowed``)."""
-    from gridstream.connect.filters import load_function
+    from gridstream.allowlist import load_function
 
     prefix = f"{where}: pipeline.{index}"
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gridstream.connect.record import H_STAGE
-from gridstream.spark.dead_letter import H_PIPELINE, error_headers
+from gridstream.spark.dead_letter import H_PIPELINE, H_STAGE, error_headers
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

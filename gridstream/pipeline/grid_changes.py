@@ -27,14 +27,13 @@ from pydantic import ValidationError
 
 from gridstream.connect.config import (
     FailoverPolicy,
-    GridSettings,
-    HazelcastGridSettings,
     SourceConnectorConfig,
 )
-from gridstream.connect.converters import decode_key, loads
-from gridstream.connect.record import H_VERSION
 from gridstream.errors import CodecError, ConfigError
+from gridstream.grid.settings import GridSettings, HazelcastGridSettings
+from gridstream.grid.values import decode_key, loads
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Source
+from gridstream.protocol import H_VERSION
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -136,7 +135,7 @@ class GridChangesSource(Source):
     def flow(self, spark: SparkSession, context: RunContext) -> Flow:
         import pyspark.sql.functions as F
 
-        from gridstream.connect.filters import allowed_modules
+        from gridstream.allowlist import allowed_modules
         from gridstream.connect.source import FORMAT, GridSourceDataSource
         from gridstream.connect.source.datasource import source_options
 

@@ -3,7 +3,7 @@ Hazelcast map) and ``GridSources.changes`` (the grid's change streams).
 
 ``GridSinks.map`` writes items ``(key, value)`` (or ``key_fn`` / ``value_fn`` of any
 item) in ``foreachBatch``, through the grid adapter and the sink connector's apply
-(``gridstream.connect.sink.apply``): each key's last write of the batch, in the order of
+(``gridstream.spark.grid_apply``): each key's last write of the batch, in the order of
 the records it came from (topic, partition, offset; the items of one record in the order
 the steps gave them). ``NONE`` and ``AT_LEAST_ONCE``: idempotent puts and removes;
 ``EXACTLY_ONCE``: versioned writes, version = the batch id, the adapter's writer
@@ -23,17 +23,21 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from gridstream.connect.config import GridSettings, HazelcastGridSettings, SpaceGridSettings
-from gridstream.connect.converters import dumps_value
-from gridstream.connect.grids import grid_adapter
-from gridstream.connect.sink.apply import ORDER, apply_streamed, apply_tasks
 from gridstream.errors import CodecError, ConfigError, SparkError
 from gridstream.grid.contract import GridAdapter, Key
+from gridstream.grid.settings import (
+    GridSettings,
+    HazelcastGridSettings,
+    SpaceGridSettings,
+    grid_adapter,
+)
+from gridstream.grid.values import dumps_value
 from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink
 from gridstream.pipeline.errors import split_batch
 from gridstream.pipeline.grid_changes import GridChangesSource
 from gridstream.pipeline.streaming import observed
 from gridstream.protocol.values import wire_default
+from gridstream.spark.grid_apply import ORDER, apply_streamed, apply_tasks
 from gridstream.spark.triggers import parse_trigger
 
 if TYPE_CHECKING:

@@ -462,7 +462,7 @@ def _static_plan(job: PipelineJob) -> list[str]:
 def run_jobs(jobs: Sequence[Any], spark_factory: Callable[[], SparkSession] | None = None,
              ) -> None:
     """Run jobs until Ctrl-C or until they finish; the error that failed one is raised."""
-    from gridstream.run.runner import PipelineRunner
+    from gridstream.spark.runner import PipelineRunner
     from gridstream.spark.session import get_spark
 
     conf = dict(REAL_TIME_PYTHON_CONF) if any(

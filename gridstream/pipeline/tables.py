@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-    from gridstream.connect.config import GridSettings
+    from gridstream.grid.settings import GridSettings
 
 __all__ = ["DeltaTable", "DeltaTables", "GridTable", "GridTables", "Table", "check_join",
            "join_flow", "table_from"]
@@ -73,7 +73,7 @@ class GridTables:
         dict of them: ``{"kind": "hazelcast", "members": [...], "cluster_name": ...}``)."""
         from pydantic import TypeAdapter, ValidationError
 
-        from gridstream.connect.config import GridSettings
+        from gridstream.grid.settings import GridSettings
 
         if not isinstance(name, str) or not name:
             raise ConfigError("GridTables.map: the map name must be a non-empty string")
@@ -219,7 +219,7 @@ def _ddl(fields: str) -> StructType:
 def _lookup_partition(grid: GridSettings, cache: str, on: str, how: How, added: StructType,
                       whole: bool, batches: Iterator[Any]) -> Iterator[Any]:
     """mapInArrow body: one adapter for the task, one ``get_all`` per Arrow batch."""
-    from gridstream.connect.grids import grid_adapter
+    from gridstream.grid.settings import grid_adapter
     from gridstream.pipeline._lookup import enrich
 
     worker.prepare()

@@ -7,7 +7,7 @@ stopped. Nothing below this package imports it.
 """
 
 from gridstream.run.config import RunFile, load_config, run_config, run_flows
-from gridstream.run.runner import PipelineRunner, RestartPolicy
+from gridstream.spark.runner import PipelineRunner, RestartPolicy
 
 __all__ = ["PipelineRunner", "RestartPolicy", "RunFile", "load_config", "run_config",
            "run_flows"]

@@ -290,8 +290,9 @@ def check_connectors(config: RunFile, where: str) -> None:
     """What pydantic cannot check: each connector's transforms build, its
     ``cacheFilter`` is on the allow-list (and importable), and a source connector's
     producer takes no lossy setting from ``[kafka]``'s properties."""
+    from gridstream.allowlist import allowed_modules
     from gridstream.connect.config import SourceConnectorConfig
-    from gridstream.connect.filters import allowed_modules, load_filter
+    from gridstream.connect.filters import load_filter
     from gridstream.connect.transforms import build_chain
 
     allowed = allowed_modules(config.run.allowed_modules)
@@ -370,7 +371,7 @@ def _split_pipelines(raw: Mapping[str, Any], where: str) -> tuple[dict[str, Any]
 
 def build_api_jobs(config: RunFile, where: str = "pipeline config") -> list[Any]:
     """The ``PipelineJob`` of each API pipeline of a validated file."""
-    from gridstream.connect.filters import allowed_modules
+    from gridstream.allowlist import allowed_modules
     from gridstream.pipeline.config import build_job
 
     allowed = allowed_modules(config.run.allowed_modules)
@@ -402,8 +403,8 @@ def connector_kafka(config: RunFile, connector: Any) -> tuple[str, dict[str, Any
 
 def build_connectors(config: RunFile, *, space: Any = None) -> list[Any]:
     """The connectors of a validated file (``gridstream.connect.build_connector``)."""
+    from gridstream.allowlist import allowed_modules
     from gridstream.connect import build_connector
-    from gridstream.connect.filters import allowed_modules
 
     allowed = allowed_modules(config.run.allowed_modules)
     connectors = []
@@ -434,7 +435,7 @@ def run_flows(config: RunFile, ops: Any, *, where: str = "pipeline config",
     names the file in configuration errors. What ``until`` raises stops
     the run and is raised here."""
     from gridstream.ops.preflight import Preflight
-    from gridstream.run.runner import PipelineRunner, RestartPolicy
+    from gridstream.spark.runner import PipelineRunner, RestartPolicy
 
     pipelines = [*build_feeds(config), *build_api_jobs(config, where),
                  *build_connectors(config)]

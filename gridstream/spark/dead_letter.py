@@ -27,8 +27,12 @@ if TYPE_CHECKING:
 __all__ = [
     "H_OFFSET",
     "H_PARTITION",
+    "H_CACHE",
+    "H_CONNECTOR",
+    "H_KEY",
     "H_PIPELINE",
     "H_REASON",
+    "H_STAGE",
     "H_TOPIC",
     "ErrorPolicy",
     "error_headers",
@@ -38,6 +42,10 @@ __all__ = [
 
 H_REASON, H_TOPIC, H_PARTITION = "gs.error.reason", "gs.error.topic", "gs.error.partition"
 H_OFFSET, H_PIPELINE = "gs.error.offset", "gs.error.pipeline"
+H_STAGE, H_CONNECTOR = "gs.error.stage", "gs.error.connector"
+H_CACHE, H_KEY = "gs.error.cache", "gs.error.key"
+"""The headers of every dead letter gridstream writes (feeds, pipelines, connectors):
+the reason, where the record was read, which flow and stage refused it."""
 
 
 class ErrorPolicy(StrEnum):

@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from gridstream.connect.record import H_VERSION
+from gridstream.protocol import H_VERSION
 from tests.integration.child_output import await_line, start_piped
 from tests.integration.connect_plan import Seen
 

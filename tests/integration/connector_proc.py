@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from gridstream.connect.config import SinkConnectorConfig, SourceConnectorConfig
-from gridstream.run.runner import PipelineRunner
 from gridstream.spark import get_spark
+from gridstream.spark.runner import PipelineRunner
 
 
 def build(raw: dict[str, Any]) -> Any:

@@ -12,8 +12,8 @@ import sys
 
 from gridstream.connect.config import SinkConnectorConfig
 from gridstream.connect.sink import SinkConnector
-from gridstream.run.runner import PipelineRunner
 from gridstream.spark import get_spark
+from gridstream.spark.runner import PipelineRunner
 
 
 def main(argv: list[str]) -> int:

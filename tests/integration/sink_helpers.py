@@ -17,10 +17,10 @@ import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from gridstream import stack
-from gridstream.connect.config import GridSettings, HazelcastGridSettings, SpaceGridSettings
 from gridstream.grid import GridAdapter, Key, Value
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
 from gridstream.grid.hazelcast._writes import versions_map
+from gridstream.grid.settings import GridSettings, HazelcastGridSettings, SpaceGridSettings
 from gridstream.grid.space import SpaceAdapter, SpaceGridConfig
 from gridstream.space import Space
 from gridstream.stack.hazelcast import HazelcastService

@@ -394,7 +394,7 @@ def test_the_runner_commits_a_sinks_positions_to_its_consumer_group(
     from confluent_kafka.admin import AdminClient
 
     from gridstream.connect.sink.positions import group_id
-    from gridstream.run.runner import PipelineRunner
+    from gridstream.spark.runner import PipelineRunner
 
     topic = topic_factory(2)
     where = produce(kafka_bootstrap, topic, workload(7, keys=50, count=400))

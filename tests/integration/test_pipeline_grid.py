@@ -171,8 +171,8 @@ def test_a_space_map_sink_applies_a_batch_in_bounded_chunks(
     Space at most ``DRIVER_CHUNK`` keys at once (40 here: 1500 records over 150 keys).
     The map is what one apply of the batch gives, and a versioned re-run still writes
     nothing (no key is split between chunks), whatever another writer did in between."""
-    from gridstream.connect.sink import apply
     from gridstream.grid.space import SpaceAdapter
+    from gridstream.spark import grid_apply as apply
 
     monkeypatch.setattr(apply, "DRIVER_CHUNK", 40)
     sizes: list[int] = []

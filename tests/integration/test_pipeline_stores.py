@@ -12,13 +12,12 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from gridstream.connect.record import H_STAGE
 from gridstream.feeds import FeedConfig, StoreFeed
 from gridstream.pipeline import Guarantee, KafkaSources, Pipeline, StoreSinks
 from gridstream.protocol import OperationEncoder
 from gridstream.protocol.avro import AvroCodec
 from gridstream.spark import TypeRegistry
-from gridstream.spark.dead_letter import H_REASON
+from gridstream.spark.dead_letter import H_REASON, H_STAGE
 from tests.integration.pipeline_helpers import read
 from tests.integration.spark_checks import check_delta, check_sql
 from tests.integration.spark_workload import ORDER, PERSON, Workload, produce

@@ -160,7 +160,7 @@ class Spark:
 
 
 def test_the_runner_waits_for_a_topic_then_starts(admin: type[FakeAdmin]) -> None:
-    from gridstream.run.runner import PipelineRunner, RestartPolicy
+    from gridstream.spark.runner import PipelineRunner, RestartPolicy
 
     sink = Startable("sink", ["kafka:t"], [])
     preflight = Preflight([sink])
@@ -188,7 +188,7 @@ def test_the_runner_waits_for_a_topic_then_starts(admin: type[FakeAdmin]) -> Non
 
 
 def test_a_flow_stops_waiting_after_its_budget(admin: type[FakeAdmin]) -> None:
-    from gridstream.run.runner import PipelineRunner, RestartPolicy
+    from gridstream.spark.runner import PipelineRunner, RestartPolicy
 
     sink = Startable("sink", ["kafka:t"], [])
     out = io.StringIO()

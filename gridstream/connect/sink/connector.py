@@ -31,19 +31,16 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gridstream.allowlist import allowed_modules
 from gridstream.connect.base import Connector, ConnectorReport
 from gridstream.connect.config import (
     GET_PAST,
     ErrorHandling,
-    HazelcastGridSettings,
     KeyPolicy,
     SinkConnectorConfig,
 )
 from gridstream.connect.converters import build_converter
-from gridstream.connect.filters import allowed_modules, load_filter
-from gridstream.connect.grids import grid_adapter
-from gridstream.connect.record import H_CONNECTOR, H_STAGE
-from gridstream.connect.sink.apply import apply_on_driver, apply_tasks
+from gridstream.connect.filters import load_filter
 from gridstream.connect.sink.decode import (
     BAD,
     FILTERED,
@@ -58,9 +55,11 @@ from gridstream.connect.sink.positions import GroupPositions
 from gridstream.connect.transforms import build_chain
 from gridstream.errors import ConfigError, ConnectorError, RecordError
 from gridstream.grid.contract import GridAdapter
+from gridstream.grid.settings import HazelcastGridSettings, grid_adapter
 from gridstream.kafka import redact
 from gridstream.kafka.where import kafka_where
-from gridstream.spark.dead_letter import write_dead_letters
+from gridstream.spark.dead_letter import H_CONNECTOR, H_STAGE, write_dead_letters
+from gridstream.spark.grid_apply import apply_on_driver, apply_tasks
 from gridstream.spark.kafka_source import (
     check_consumer_properties,
     client_options,

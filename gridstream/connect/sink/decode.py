@@ -35,11 +35,12 @@ from gridstream.grid._space_writes import APPLIED_TYPE
 from gridstream.grid.contract import Key, Value
 from gridstream.kafka.where import KafkaPosition, kafka_where
 from gridstream.spark import worker
+from gridstream.spark.grid_apply import Entry
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["BAD", "FILTERED", "OK", "SKIPPED", "DecodeSpec", "Decoded", "Decoder", "Entry",
+__all__ = ["BAD", "FILTERED", "OK", "SKIPPED", "DecodeSpec", "Decoded", "Decoder",
            "decode_batches", "decode_entries", "output_schema"]
 
 OK: Final = "ok"
@@ -90,16 +91,6 @@ class Decoded:
     value: str | None = None
     stage: str | None = None
     reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """A valid record's write, as Python objects (the one-pass write's decode)."""
-
-    cache: str
-    key: Key
-    value: Value | None
-    """None: a tombstone (removes the key)."""
 
 
 class _Bad(Exception):  # noqa: N818 - a control-flow signal inside this module only

@@ -20,17 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from gridstream.connect.sink.apply import apply_in_task, fold_entries
 from gridstream.connect.sink.decode import (
     BAD,
     FILTERED,
     OK,
     SKIPPED,
     DecodeSpec,
-    Entry,
     decode_entries,
 )
 from gridstream.spark import worker
+from gridstream.spark.grid_apply import Entry, apply_in_task, fold_entries
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from gridstream.allowlist import allowed_modules
 from gridstream.connect.base import Connector, ConnectorReport
 from gridstream.connect.config import GET_PAST, DeliveryGuarantee, SourceConnectorConfig
-from gridstream.connect.filters import allowed_modules, load_filter
+from gridstream.connect.filters import load_filter
 from gridstream.connect.source import produce
 from gridstream.connect.source.datasource import FORMAT, GridSourceDataSource, source_options
 from gridstream.connect.source.lag import GridLag

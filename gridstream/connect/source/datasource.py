@@ -40,7 +40,6 @@ from pyspark.sql.types import StructType
 from gridstream.connect.config import DeliveryGuarantee, SourceConnectorConfig
 from gridstream.connect.converters import build_converter
 from gridstream.connect.filters import load_filter
-from gridstream.connect.grids import grid_adapter
 from gridstream.connect.source import produce, snapshots
 from gridstream.connect.source.bounds import QuietChecks
 from gridstream.connect.source.offsets import (
@@ -65,6 +64,7 @@ from gridstream.connect.source.read import (
 from gridstream.connect.transforms import build_chain
 from gridstream.errors import GridError, PositionLostError, SparkError
 from gridstream.grid.contract import GridAdapter, Position
+from gridstream.grid.settings import grid_adapter
 from gridstream.kafka import KafkaProperties
 from gridstream.spark import worker
 from gridstream.spark._kafka_slots import SlotPlan

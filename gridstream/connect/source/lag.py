@@ -19,11 +19,10 @@ from typing import Any
 
 import orjson
 
-from gridstream.connect.config import GridSettings
-from gridstream.connect.grids import grid_adapter
 from gridstream.connect.source.offsets import SourceOffset
 from gridstream.errors import GridstreamError
 from gridstream.grid.contract import GridAdapter
+from gridstream.grid.settings import GridSettings, grid_adapter
 
 __all__ = ["LAG_EVERY_S", "GridLag", "end_offset"]
 

@@ -29,20 +29,14 @@ import pyarrow as pa
 from gridstream.connect.config import ErrorHandling, SourceConnectorConfig
 from gridstream.connect.converters import Converter, JsonConverter
 from gridstream.connect.filters import EntryFilter
-from gridstream.connect.record import (
-    H_CACHE,
-    H_CONNECTOR,
-    H_KEY,
-    H_REASON,
-    H_STAGE,
-    H_VERSION,
-    Record,
-)
+from gridstream.connect.record import Record
 from gridstream.connect.source import snapshots
 from gridstream.connect.source.offsets import Work
 from gridstream.connect.transforms import IDENTITY
 from gridstream.errors import CodecError, GridError, PositionLostError
 from gridstream.grid.contract import Change, ChangeBatch, GridAdapter, Key, Position, Value
+from gridstream.protocol import H_VERSION
+from gridstream.spark.dead_letter import H_CACHE, H_CONNECTOR, H_KEY, H_REASON, H_STAGE
 
 __all__ = ["ROW_SCHEMA", "SCHEMA_DDL", "RecordMaker", "RowBuffer", "Rows", "read_work",
            "shared_works"]

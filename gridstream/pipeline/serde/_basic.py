@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from gridstream.connect.converters import dumps_value
 from gridstream.errors import CodecError
+from gridstream.grid.values import dumps_value
 from gridstream.pipeline.serde._base import Deserializer, Serializer
 
 if TYPE_CHECKING:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from gridstream.allowlist import ALLOWED_ENV
 from gridstream.connect import Connector, build_connector
 from gridstream.connect.config import SinkConnectorConfig, SourceConnectorConfig
-from gridstream.connect.filters import ALLOWED_ENV
 from gridstream.errors import ConfigError
 from gridstream.run.config import (
     build_connectors,
@@ -226,7 +226,7 @@ def test_an_option_without_a_meaning_fails_the_generator(monkeypatch: pytest.Mon
 
 def test_run_config_runs_pipelines_and_connectors_together(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import gridstream.run.runner as runner_module
+    import gridstream.spark.runner as runner_module
     from gridstream.run.config import run_config
 
     for module, cls in (("gridstream.connect.source", "SourceConnector"),

@@ -18,13 +18,9 @@ from pydantic import SecretStr
 from gridstream.connect._avro import AvroConverter, redacted_url
 from gridstream.connect._json_schema import JsonSchemaConverter, infer_schema
 from gridstream.connect.config import ConverterConfig
-from gridstream.connect.converters import (
-    Converter,
-    JsonConverter,
-    build_converter,
-    dumps_value,
-)
+from gridstream.connect.converters import Converter, JsonConverter, build_converter
 from gridstream.errors import CodecError, ConfigError, ConnectorError
+from gridstream.grid.values import dumps_value
 
 VALUE: dict[str, Any] = {
     "name": "Ada", "age": 36, "score": 1.5, "active": True, "nickname": None,

@@ -9,9 +9,14 @@ from typing import Any
 import orjson
 import pytest
 
-from gridstream.connect.sink.apply import apply_in_chunks, fold_entries, fold_sorted, fold_writes
-from gridstream.connect.sink.decode import Entry
 from gridstream.grid import Write
+from gridstream.spark.grid_apply import (
+    Entry,
+    apply_in_chunks,
+    fold_entries,
+    fold_sorted,
+    fold_writes,
+)
 
 
 def test_with_updates_each_keys_last_write_wins_and_a_tombstone_removes() -> None:
@@ -111,9 +116,9 @@ def test_a_task_applies_again_on_a_new_connection_when_the_grid_fails(
     """A kept client whose connection died while its worker was idle ("Heartbeat timed
     out") failed the whole batch; the task now connects again and applies once more
     (applying again leaves the grid as once would)."""
-    from gridstream.connect.sink import apply as apply_module
     from gridstream.errors import GridError
     from gridstream.grid.hazelcast import HazelcastGridConfig
+    from gridstream.spark import grid_apply as apply_module
 
     calls: list[bool] = []
 

@@ -7,12 +7,12 @@ from typing import Any
 import orjson
 import pytest
 
-from gridstream.connect.config import HazelcastGridSettings, SpaceGridSettings
 from gridstream.connect.source import lag as lag_module
 from gridstream.connect.source.lag import GridLag, end_offset
 from gridstream.connect.source.offsets import CacheState, SourceOffset
 from gridstream.errors import GridError
 from gridstream.grid.contract import Position
+from gridstream.grid.settings import HazelcastGridSettings, SpaceGridSettings
 
 
 class Grid:

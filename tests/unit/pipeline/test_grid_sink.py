@@ -14,13 +14,13 @@ from typing import Any
 import orjson
 import pytest
 
-from gridstream.connect.config import HazelcastGridSettings, SpaceGridSettings
-from gridstream.connect.sink.apply import apply_all, fold_writes
 from gridstream.errors import CodecError, ConfigError
 from gridstream.grid import Write
+from gridstream.grid.settings import HazelcastGridSettings, SpaceGridSettings
 from gridstream.pipeline import Guarantee
 from gridstream.pipeline.grid_changes import decode_change
 from gridstream.pipeline.grids import GridSinks, GridSources, grid_settings, map_source
+from gridstream.spark.grid_apply import apply_all, fold_writes
 
 HZ = {"kind": "hazelcast", "members": ["127.0.0.1:5701"], "cluster_name": "c"}
 SPACE = {"kind": "space", "data_dir": "/tmp/nowhere", "space_name": "s"}

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from gridstream.allowlist import ALLOWED_ENV
 from gridstream.connect.config import ErrorHandling, SinkConnectorConfig, SourceConnectorConfig
-from gridstream.connect.filters import ALLOWED_ENV
 from gridstream.errors import ConfigError
 from gridstream.run.config import load_config
 

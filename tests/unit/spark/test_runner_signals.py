@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from gridstream.run.runner import PipelineRunner
 from gridstream.spark.runnable import Runnable
+from gridstream.spark.runner import PipelineRunner
 from tests.unit.test_stopping import lock_calls
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -88,8 +88,8 @@ def test_the_runners_signal_handler_takes_no_lock() -> None:
 
 SCRIPT = textwrap.dedent("""
     import sys
-    from tests.unit.run.test_runner_signals import FakePipeline, FakeSpark
-    from gridstream.run.runner import PipelineRunner
+    from tests.unit.spark.test_runner_signals import FakePipeline, FakeSpark
+    from gridstream.spark.runner import PipelineRunner
 
     sys.exit(PipelineRunner([FakePipeline()], FakeSpark, poll_s=30.0).run())
 """)

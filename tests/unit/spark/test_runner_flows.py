@@ -18,8 +18,8 @@ from gridstream.connect.base import ConnectorReport
 from gridstream.errors import GridError, KafkaClientError, RecordError, SparkError
 from gridstream.ops.failures import Failure, LogFile, describe, is_transient
 from gridstream.ops.status import Monitor
-from gridstream.run.runner import PipelineRunner, RestartPolicy
 from gridstream.spark.runnable import Runnable
+from gridstream.spark.runner import PipelineRunner, RestartPolicy
 
 JAVA_TIMEOUT = ("[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: "
                 "org.apache.kafka.common.errors.TimeoutException: Timed out waiting\n"
@@ -356,7 +356,7 @@ def test_a_new_schema_id_re_plans_at_once_without_a_restart_policy(tmp_path: Pat
 def test_re_plans_stop_after_max_replans_in_a_row(tmp_path: Path) -> None:
     """Ever new ids without a batch between (bytes that are not the topic's Avro) fail
     the flow after ``MAX_REPLANS`` re-plans instead of restarting it without end."""
-    from gridstream.run.runner import MAX_REPLANS
+    from gridstream.spark.runner import MAX_REPLANS
 
     plan = [Query(active=False, error=JAVA_NEW_SCHEMA.format(id=100 + i))
             for i in range(MAX_REPLANS + 5)]
@@ -369,7 +369,7 @@ def test_re_plans_stop_after_max_replans_in_a_row(tmp_path: Path) -> None:
 
 
 def test_a_batch_between_re_plans_starts_their_count_again(tmp_path: Path) -> None:
-    from gridstream.run.runner import MAX_REPLANS
+    from gridstream.spark.runner import MAX_REPLANS
 
     class Batching(Replanning):
         """Reports a batch on its start number ``at``."""

@@ -52,8 +52,8 @@ def test_the_runner_hands_each_connector_its_query_progress() -> None:
     reads (a flow without ``progressed``, a store feed, is left alone)."""
     from collections import deque
 
-    from gridstream.run.runner import PipelineRunner
     from gridstream.spark.runnable import Runnable
+    from gridstream.spark.runner import PipelineRunner
 
     class _Query:
         lastProgress = _progress({"t": {"0": 4}}, {"t": {"0": 9}})  # noqa: N815 - Spark's

@@ -1,4 +1,5 @@
-"""Applying a micro-batch's decoded rows to the grid.
+"""Applying a micro-batch's decoded rows to the grid (the sink connector's and the
+pipeline API's grid sinks share it).
 
 Rows come in Kafka order per partition (topic, partition, offset). Each key's writes of
 the batch fold into one (``fold_writes``): with ``shallProcessUpdates`` the last
@@ -31,27 +32,38 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from gridstream.errors import GridError
-from gridstream.grid.contract import GridAdapter, Key, Write
+from gridstream.grid.contract import GridAdapter, Key, Value, Write
 from gridstream.spark import worker
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-    from gridstream.connect.sink.decode import Entry
     from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
 
-__all__ = ["APPLY_COLUMNS", "DRIVER_CHUNK", "apply_in_chunks", "apply_on_driver",
+__all__ = ["APPLY_COLUMNS", "DRIVER_CHUNK", "Entry", "apply_in_chunks", "apply_on_driver",
            "apply_in_task", "apply_streamed", "apply_tasks", "fold_entries", "fold_sorted",
            "fold_writes",
            "worker_adapter"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A valid record's write, as Python objects (the one-pass write's decode)."""
+
+    cache: str
+    key: Key
+    value: Value | None
+    """None: a tombstone (removes the key)."""
+
 
 APPLY_COLUMNS = ("topic", "partition", "offset", "cache", "key", "value")
 ORDER = ("topic", "partition", "offset")
