@@ -56,13 +56,18 @@ def test_the_scan_reads_every_partition_to_its_end_incrementally(
         assert {slot: m.batch for slot, m in found.items()} == {0: 3}
         assert found[0] == Marker.decode(_marker("q1", 0, 3))
         ends = dict(scan._next)
-        assert ends[3] == 0 and ends[1] >= 4  # the empty one; 3 records and a commit
+        # the empty one; 3 records and their commit marker, which the broker may not have
+        # written yet: commit_transaction returns once the coordinator has logged the
+        # commit, and the coordinator writes the markers into the partitions after that
+        assert ends[3] == 0 and ends[1] in (3, 4)
 
         _send(producer, topic, [(1, marker_key("q1", 2), _marker("q1", 2, 4)),
                                 (2, marker_key("q1", 0), None)])  # slot 0's, found before
         found = scan.markers(4, 10.0)  # from where the last scan ended, the rest kept
         assert {slot: m.batch for slot, m in found.items()} == {0: 1, 2: 4}
-        assert scan._next[1] == ends[1] + 2 and scan._next[0] == ends[0]
+        # one more record at 4 (after the first commit's marker at 3), and its commit
+        # marker at 5 if the broker has written it yet (above)
+        assert scan._next[1] in (5, 6) and scan._next[0] == ends[0]
 
         _send(producer, topic, [(2, marker_key("q1", 3), _marker("q1", 3, 5))], commit=False)
         with pytest.raises(SparkError, match=r"marker partition\(s\) \[2\] .* within 1s"):
