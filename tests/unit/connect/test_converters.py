@@ -21,6 +21,7 @@ from gridstream.connect.config import ConverterConfig
 from gridstream.connect.converters import Converter, JsonConverter, build_converter
 from gridstream.errors import CodecError, ConfigError, ConnectorError
 from gridstream.grid.values import dumps_value
+from tests.support.fake_registry import FakeRegistry
 
 VALUE: dict[str, Any] = {
     "name": "Ada", "age": 36, "score": 1.5, "active": True, "nickname": None,
@@ -360,53 +361,6 @@ def test_json_schema_decode_errors(data: bytes, match: str) -> None:
 # ------------------------------------------------------------------------- avro (fake)
 
 
-class FakeRegistry:
-    """Registers everything (but a schema with a field in ``refuse``); counts calls
-    (the converter must cache them). A subject holds each schema once, in the order
-    registered (its versions)."""
-
-    def __init__(self, refuse: str = "") -> None:
-        self.schemas: dict[int, str] = {}
-        self.ids: dict[str, int] = {}
-        self.subjects: dict[str, list[int]] = {}
-        self.calls: list[tuple[str, Any]] = []
-        self.refuse = refuse
-
-    def register(self, subject: str, schema: str) -> int:
-        self.calls.append(("register", subject))
-        if self.refuse and f'"name":"{self.refuse}"' in schema:
-            raise CodecError(f"the registry refused the schema for subject {subject!r} as "
-                             "incompatible: a reason")
-        schema_id = self.ids.setdefault(schema, len(self.ids) + 1)
-        self.schemas[schema_id] = schema
-        versions = self.subjects.setdefault(subject, [])
-        if schema_id not in versions:
-            versions.append(schema_id)
-        return schema_id
-
-    def schema(self, schema_id: int) -> str | None:
-        self.calls.append(("schema", schema_id))
-        return self.schemas.get(schema_id)
-
-    def latest(self, subject: str) -> str | None:
-        self.calls.append(("latest", subject))
-        ids = self.subjects.get(subject)
-        return self.schemas[ids[-1]] if ids else None
-
-    def lookup(self, subject: str, schema: str) -> int | None:
-        self.calls.append(("lookup", subject))
-        found = [i for i in self.subjects.get(subject, []) if self.schemas[i] == schema]
-        return found[0] if found else None
-
-    def versions(self, subject: str, after: int = 0) -> list[tuple[int, int, str]]:
-        self.calls.append(("versions", subject))
-        ids = self.subjects.get(subject, [])
-        return [(n, i, self.schemas[i]) for n, i in enumerate(ids[after:], start=after + 1)]
-
-    def close(self) -> None:
-        self.calls.append(("close", None))
-
-
 def _avro(registry: FakeRegistry, **config: Any) -> AvroConverter:
     return AvroConverter(ConverterConfig(value="avro", schema_registry_url="http://r:1",
                                          **config), registry=registry)
@@ -521,10 +475,10 @@ def test_avro_caches_registry_calls() -> None:
 
 
 def test_avro_a_refused_schema_is_asked_once() -> None:
-    registry = FakeRegistry(refuse="bad")
+    registry = FakeRegistry(refuse='"name":"bad"')
     converter = _avro(registry)
     for _ in range(5):
-        with pytest.raises(CodecError, match="incompatible: a reason"):
+        with pytest.raises(CodecError, match=r"incompatible \(compatibility rule BACKWARD\): a reason"):
             converter.encode_value("t", "c", {"bad": 1})
     assert converter.decode_value("t", converter.encode_value("t", "c", {"good": 1})) == {
         "good": 1}

@@ -16,7 +16,7 @@ from gridstream.errors import CodecError, ConfigError
 from gridstream.pipeline.serde import deserializer, serializer
 from gridstream.pipeline.serde._avro import AvroDeserializer, AvroSerializer
 from gridstream.pipeline.serde._avro_types import avro_ddl
-from tests.unit.pipeline.fake_registry import FakeRegistry
+from tests.support.fake_registry import FakeRegistry
 
 URL = "http://user:s3cret@registry:8081"
 V1 = {"type": "record", "name": "Log", "namespace": "gs.test", "fields": [

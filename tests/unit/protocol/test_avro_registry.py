@@ -20,41 +20,12 @@ from gridstream.protocol.avro import (
     RegistrySchemas,
     envelope_of_record,
 )
+from tests.support.fake_registry import FakeRegistry
 
 PERSON = TypeDescriptor(
     name="com.example.Person", id_property="id",
     fixed=(PropertySpec("id", "str"), PropertySpec("born", "datetime"),
            PropertySpec("balance", "decimal"), PropertySpec("tags", "list")))
-
-
-class FakeRegistry:
-    """Ids counted from 1 per distinct schema text; refuses a subject in ``refuse``."""
-
-    def __init__(self, refuse: str = "") -> None:
-        self.schemas: dict[int, str] = {}
-        self.calls: list[tuple[str, Any]] = []
-        self.refuse = refuse
-
-    def register(self, subject: str, schema: str) -> int:
-        self.calls.append(("register", subject))
-        if self.refuse and subject == self.refuse:
-            raise CodecError(f"the registry refused the schema for subject {subject!r} as "
-                             "incompatible: a reason")
-        for known, text in self.schemas.items():
-            if text == schema:
-                return known
-        self.schemas[len(self.schemas) + 1] = schema
-        return len(self.schemas)
-
-    def schema(self, schema_id: int) -> str | None:
-        self.calls.append(("schema", schema_id))
-        return self.schemas.get(schema_id)
-
-    def latest(self, subject: str) -> str | None:
-        return None
-
-    def close(self) -> None:
-        return None
 
 
 def _envelope(**data: Any) -> Envelope:
@@ -97,7 +68,7 @@ def test_decoding_never_registers_in_a_real_registry() -> None:
 
 
 def test_a_refused_schema_is_a_codec_error_asked_once() -> None:
-    fake = FakeRegistry(refuse="people-value")
+    fake = FakeRegistry(refuse_subject="people-value")
     codec = AvroCodec(RegistrySchemas(fake), subject_strategy="topic")
     for _ in range(3):
         with pytest.raises(CodecError, match="incompatible"):

@@ -1,4 +1,7 @@
-"""A schema registry in memory (the ``Registry`` protocol), counting its calls."""
+"""The one schema registry fake of the tests: in memory (the ``Registry`` protocol of
+``gridstream.protocol.registry``), counting its calls. Ids count from 1 per distinct
+schema text; a subject holds each schema once, in the order registered (its versions).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +11,18 @@ from gridstream.errors import CodecError
 
 
 class FakeRegistry:
-    def __init__(self, refuse: str = "") -> None:
+    def __init__(self, refuse: str = "", *, refuse_subject: str = "") -> None:
         self.schemas: dict[int, str] = {}
         self.subjects: dict[str, list[int]] = {}
         self.calls: list[tuple[str, Any]] = []
         self.refuse = refuse
         """A schema containing this text is refused as incompatible."""
+        self.refuse_subject = refuse_subject
+        """Every schema for this subject is refused as incompatible."""
 
     def register(self, subject: str, schema: str) -> int:
         self.calls.append(("register", subject))
-        if self.refuse and self.refuse in schema:
+        if (self.refuse and self.refuse in schema) or subject == self.refuse_subject:
             raise CodecError(f"the registry refused the schema for subject {subject!r} as "
                              "incompatible (compatibility rule BACKWARD): a reason")
         schema_id = next((i for i, t in self.schemas.items() if t == schema), None)
