@@ -26,9 +26,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gridstream.connect.config import SinkConnectorConfig
-from gridstream.grid.settings import grid_adapter
 from gridstream.connect.sink import SinkConnector
 from gridstream.grid.hazelcast import HazelcastAdapter
+from gridstream.grid.settings import grid_adapter
 from gridstream.spark import get_spark
 
 

@@ -197,7 +197,7 @@ def _connect_json(lines: list[bytes]) -> list[str]:
     """Kafka Connect's JsonConverter (the stack's Kafka jars) on ``lines``: one
     ``OK <json>`` / ``ERROR ...`` line each, then ``CONNECT <json>``."""
     jars = ensure_artifacts("kafka", quiet=True)
-    source = Path(__file__).with_name("ConnectJsonCheck.java")
+    source = Path(__file__).parent / "support" / "ConnectJsonCheck.java"
     proc = subprocess.run(
         [str(find_java()), "-cp", f"{jars}/*", str(source)],
         input=b"".join(line + b"\n" for line in lines), capture_output=True, timeout=300,

@@ -25,8 +25,8 @@ from gridstream.connect.config import SinkConnectorConfig
 from gridstream.connect.sink import SinkConnector
 from gridstream.errors import RecordError
 from gridstream.grid import Write
-from tests.integration.child_output import await_line, start_piped
-from tests.integration.sink_helpers import (
+from tests.integration.support.child_output import await_line, start_piped
+from tests.integration.support.sink_helpers import (
     Grid,
     Sent,
     cache_prefix,
@@ -301,7 +301,7 @@ def test_a_poisoned_record_named_in_skip_records_is_passed_over_and_recorded(
 
 
 def _child(config: SinkConnectorConfig, bootstrap: str) -> tuple[Any, Any]:
-    return start_piped([sys.executable, "-m", "tests.integration.sink_connector_child",
+    return start_piped([sys.executable, "-m", "tests.integration.support.sink_connector_child",
                         config.model_dump_json(), bootstrap], ROOT)
 
 

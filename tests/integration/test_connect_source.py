@@ -25,8 +25,8 @@ from gridstream import stack
 from gridstream.connect.config import ErrorHandling, SourceConnectorConfig
 from gridstream.connect.source import SourceConnector, consumer_name
 from gridstream.errors import RecordError
-from tests.integration.child_output import await_line, start_piped
-from tests.integration.source_helpers import (
+from tests.integration.support.child_output import await_line, start_piped
+from tests.integration.support.source_helpers import (
     HazelcastGrid,
     SpaceGrid,
     consume,
@@ -177,7 +177,7 @@ def test_backlog_survives_sigkill_of_the_driver(grid: Grid, tmp_path: Path,
     cfg = config(grid, tmp_path / "ckpt", prefix, caches, **{"transaction.timeout.ms": 10_000})
     path = tmp_path / "source.json"
     path.write_text(cfg.model_dump_json())
-    argv = [sys.executable, "-m", "tests.integration.source_child", str(path), BOOTSTRAP]
+    argv = [sys.executable, "-m", "tests.integration.support.source_child", str(path), BOOTSTRAP]
     stop = threading.Event()
     # changes are written while a driver runs (and in flight at each kill), not while it
     # is down: a restart slowed down by a loaded machine must not let Hazelcast's
@@ -340,13 +340,13 @@ def test_source_error_policies(grid: Grid, spark: Any, tmp_path: Path, prefix: s
 
     write(0)  # read by the initial snapshot, then 500 + 500 more from the stream
     dead = f"{prefix}dead"
-    options: dict[str, Any] = {"cacheFilter": "tests.integration.source_helpers:picky",
+    options: dict[str, Any] = {"cacheFilter": "tests.integration.support.source_helpers:picky",
                                "errorHandlingPolicy": policy,
                                "transforms": [{"type": "mask", "fields": ["secret"]}]}
     if policy == "DEAD_LETTER":
         options["deadLetterTopic"] = dead
     cfg = config(grid, tmp_path / "ckpt", prefix, [cache], **options)
-    allowed = ["tests.integration.source_helpers"]
+    allowed = ["tests.integration.support.source_helpers"]
     connector = SourceConnector(cfg, bootstrap_servers=BOOTSTRAP, allowed_modules=allowed)
     topic = prefix + cache
     if policy == "STOP_TASK":
@@ -491,7 +491,7 @@ def test_idle_cache_position_and_log_acknowledgement_advance(spark: Any, tmp_pat
 
 def test_lost_position_after_a_full_hazelcast_restart(spark: Any, tmp_path: Path, prefix: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.integration.hazelcast_cluster import private_cluster
+    from tests.integration.support.hazelcast_cluster import private_cluster
 
     clusters = private_cluster(tmp_path, monkeypatch, members=1, journal_capacity=100_000)
     cluster = next(clusters)

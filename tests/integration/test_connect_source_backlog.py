@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gridstream.connect.source import SourceConnector
-from tests.integration.source_helpers import SpaceGrid, consume, counters
+from tests.integration.support.source_helpers import SpaceGrid, consume, counters
 from tests.integration.test_connect_source import (
     BOOTSTRAP,
     config,

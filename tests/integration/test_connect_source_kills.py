@@ -26,8 +26,8 @@ from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
 from gridstream.grid.space import SpaceAdapter, SpaceGridConfig
 from gridstream.stack.hazelcast import HazelcastService
 from gridstream.stack.service import LocalService
-from tests.integration.connect_kills import Run, Scenario, run_kills
-from tests.integration.hazelcast_cluster import PrivateCluster, private_cluster
+from tests.integration.support.connect_kills import Run, Scenario, run_kills
+from tests.integration.support.hazelcast_cluster import PrivateCluster, private_cluster
 
 
 def space_scenario(tmp: Path, **options: Any) -> Scenario:

@@ -20,7 +20,7 @@ import pytest
 from gridstream.demo.hazelcast import hz_config, read_map
 from gridstream.grid.hazelcast import HazelcastAdapter
 from tests.integration import test_pipeline_examples
-from tests.integration.run_files import (
+from tests.integration.support.run_files import (
     GRIDSTREAM,
     ROOT,
     await_flows,

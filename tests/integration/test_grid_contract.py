@@ -20,7 +20,7 @@ import pytest
 
 from gridstream.errors import ConfigError, PositionLostError
 from gridstream.grid import CacheEvent, Change, GridAdapter, Key, Position, Value, Write
-from tests.integration.grid_drivers import GRIDS, AdapterFactory, GridDriver
+from tests.integration.support.grid_drivers import GRIDS, AdapterFactory, GridDriver
 
 WAIT_S = 30.0
 

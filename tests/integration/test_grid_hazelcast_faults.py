@@ -19,7 +19,7 @@ import pytest
 from gridstream.errors import GridError, PositionLostError
 from gridstream.grid import Position, Write
 from gridstream.stack.hazelcast import PARTITIONS
-from tests.integration.hazelcast_cluster import PrivateCluster, private_cluster
+from tests.integration.support.hazelcast_cluster import PrivateCluster, private_cluster
 
 pytestmark = pytest.mark.integration
 

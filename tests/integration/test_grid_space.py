@@ -22,7 +22,7 @@ from gridstream.grid.space import SpaceAdapter, SpaceGridConfig
 from gridstream.model import DocumentType, SpaceDocument
 from gridstream.space import Change as SpaceChange
 from gridstream.space import Space
-from tests.integration.grid_space_proc import TEMPLATE, open_space
+from tests.integration.support.grid_space_proc import TEMPLATE, open_space
 
 ROOT = Path(__file__).resolve().parents[2]
 Row = tuple[Key, int, Any]
@@ -31,7 +31,8 @@ Row = tuple[Key, int, Any]
 def run_owner(data_dir: Path, first: int, count: int, end: str) -> list[Row]:
     """Run workload steps in a process that owns the Space; what it printed."""
     out = subprocess.run(
-        [sys.executable, "-m", "tests.integration.grid_space_proc", str(data_dir), str(first),
+        [sys.executable, "-m",
+         "tests.integration.support.grid_space_proc", str(data_dir), str(first),
          str(count), end], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
     return [tuple(orjson.loads(line)) for line in out.stdout.splitlines()]  # type: ignore[misc]
 

@@ -21,7 +21,7 @@ from gridstream.mirror.kafka import committed_position
 from gridstream.model import SpaceDocument
 from gridstream.operations import Bulk, PropertySpec, TypeDescriptor
 from gridstream.space import Space, open_log_reader
-from tests.integration.mirror_helpers import assert_exactly_once, consume_all
+from tests.integration.support.mirror_helpers import assert_exactly_once, consume_all
 
 MakeTopic = Callable[..., str]
 REPO = Path(__file__).resolve().parents[2]

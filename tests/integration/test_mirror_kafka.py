@@ -16,7 +16,11 @@ from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import PropertySpec, TypeDescriptor
 from gridstream.reconcile import compare
 from gridstream.reconcile.readers import from_records
-from tests.integration.mirror_helpers import assert_exactly_once, consume_all, random_workload
+from tests.integration.support.mirror_helpers import (
+    assert_exactly_once,
+    consume_all,
+    random_workload,
+)
 
 MakeTopic = Callable[..., str]
 

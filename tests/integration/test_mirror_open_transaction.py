@@ -20,7 +20,7 @@ from gridstream.mirror import KafkaSyncEndpoint, Mirror
 from gridstream.mirror.kafka import committed_position
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import PropertySpec, TypeDescriptor
-from tests.integration.mirror_helpers import assert_exactly_once, consume_all
+from tests.integration.support.mirror_helpers import assert_exactly_once, consume_all
 
 MakeTopic = Callable[..., str]
 REPO = Path(__file__).resolve().parents[2]

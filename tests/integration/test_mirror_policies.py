@@ -14,7 +14,7 @@ from gridstream.mirror.kafka import committed_position
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import Operation, OpType, TypeDescriptor
 from gridstream.protocol import OperationDecoder
-from tests.integration.mirror_helpers import consume_all
+from tests.integration.support.mirror_helpers import consume_all
 
 MakeTopic = Callable[..., str]
 

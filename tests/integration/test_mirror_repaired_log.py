@@ -12,7 +12,7 @@ from gridstream.mirror import KafkaSyncEndpoint, Mirror
 from gridstream.model import SpaceDocument
 from gridstream.operations import TypeDescriptor
 from gridstream.space import Space
-from tests.integration.mirror_helpers import consume_all
+from tests.integration.support.mirror_helpers import consume_all
 
 
 def _open(path: Path, **options: str) -> Space:

@@ -12,7 +12,7 @@ from gridstream.mirror import KafkaSyncEndpoint, Mirror
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import OpType, PropertySpec, TypeDescriptor
 from gridstream.stores.sql import SqlStore, run_sql_consumer
-from tests.integration.mirror_helpers import random_workload
+from tests.integration.support.mirror_helpers import random_workload
 
 MakeTopic = Callable[..., str]
 

@@ -22,7 +22,7 @@ from pyspark.errors import StreamingQueryException
 
 from gridstream.pipeline import Guarantee, KafkaSinks, KafkaSources, Pipeline
 from gridstream.pipeline.serde import decode_columns, deserializer
-from tests.integration.pipeline_helpers import produce, read
+from tests.integration.support.pipeline_helpers import produce, read
 
 V1 = {"type": "record", "name": "Log", "namespace": "gs.avro.jvm", "fields": [
     {"name": "service", "type": "string"}, {"name": "n", "type": "long"}]}

@@ -30,9 +30,9 @@ from gridstream.pipeline import (
     RunContext,
 )
 from gridstream.pipeline.grids import GridMapSink, GridSinks
-from tests.integration.child_output import await_line, start_piped
-from tests.integration.pipeline_grid_flow import kafka_batch
-from tests.integration.sink_helpers import (
+from tests.integration.support.child_output import await_line, start_piped
+from tests.integration.support.pipeline_grid_flow import kafka_batch
+from tests.integration.support.sink_helpers import (
     Grid,
     cache_prefix,
     differences,
@@ -296,7 +296,7 @@ def test_a_driver_killed_between_the_write_and_the_checkpoint_reruns_the_batch(
     produce(kafka_bootstrap, topic, workload(23, keys=250, count=3000))
     cache = cache_prefix(grid) + "killed"
     grid.release_space()  # the child driver owns the Space
-    argv = [sys.executable, "-m", "tests.integration.pipeline_grid_child",
+    argv = [sys.executable, "-m", "tests.integration.support.pipeline_grid_child",
             "--bootstrap", kafka_bootstrap, "--topic", topic,
             "--grid", grid.settings.model_dump_json(), "--cache", cache,
             "--checkpoint", str(tmp_path / "ck"), "--name", "grid-kill"]

@@ -14,7 +14,7 @@ from pyspark.errors import StreamingQueryException
 
 from gridstream.errors import ConfigError
 from gridstream.pipeline import Guarantee, KafkaSinks, KafkaSources, Pipeline, entry
-from tests.integration.pipeline_helpers import out_props, produce, props, read
+from tests.integration.support.pipeline_helpers import out_props, produce, props, read
 
 
 def _run(pipeline: Pipeline, spark: Any, **options: Any) -> Any:
@@ -324,7 +324,7 @@ def test_a_run_file_runs_an_api_pipeline(
 bootstrap_servers = "{kafka_bootstrap}"
 
 [run]
-allowed_modules = ["tests.integration.pipeline_helpers"]
+allowed_modules = ["tests.integration.support.pipeline_helpers"]
 
 [[pipeline]]
 name = "toml"
@@ -338,9 +338,9 @@ properties."auto.offset.reset" = "earliest"
 properties."key.deserializer" = "StringDeserializer"
 properties."value.deserializer" = "StringDeserializer"
 [[pipeline.steps]]
-filter = "tests.integration.pipeline_helpers:no_x"
+filter = "tests.integration.support.pipeline_helpers:no_x"
 [[pipeline.steps]]
-map = "tests.integration.pipeline_helpers:shout"
+map = "tests.integration.support.pipeline_helpers:shout"
 [pipeline.sink]
 kind = "kafka"
 topic = "{sink}"

@@ -31,8 +31,19 @@ from confluent_kafka.admin import AdminClient
 
 from gridstream.stack.hazelcast import HazelcastService
 from gridstream.stack.service import LocalService
-from tests.integration.pipeline_check import Verdict, check_exactly_once, check_map, expected_map
-from tests.integration.pipeline_kills import Background, KillRun, produce, read_map, read_topic
+from tests.integration.support.pipeline_check import (
+    Verdict,
+    check_exactly_once,
+    check_map,
+    expected_map,
+)
+from tests.integration.support.pipeline_kills import (
+    Background,
+    KillRun,
+    produce,
+    read_map,
+    read_topic,
+)
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from gridstream.pipeline import (
     entry,
 )
 from gridstream.pipeline.run import PipelineJob
-from tests.integration.grid_drivers import GRIDS, HazelcastDriver
-from tests.integration.pipeline_flows import produce
-from tests.integration.pipeline_helpers import out_props, props, read
+from tests.integration.support.grid_drivers import GRIDS, HazelcastDriver
+from tests.integration.support.pipeline_flows import produce
+from tests.integration.support.pipeline_helpers import out_props, props, read
 
 T0 = 1_700_000_000_000  # a multiple of 10 s: windows [T0 + 10k s, T0 + 10(k+1) s)
 S = 1000

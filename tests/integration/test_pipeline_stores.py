@@ -18,9 +18,9 @@ from gridstream.protocol import OperationEncoder
 from gridstream.protocol.avro import AvroCodec
 from gridstream.spark import TypeRegistry
 from gridstream.spark.dead_letter import H_REASON, H_STAGE
-from tests.integration.pipeline_helpers import read
-from tests.integration.spark_checks import check_delta, check_sql
-from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
+from tests.integration.support.pipeline_helpers import read
+from tests.integration.support.spark_checks import check_delta, check_sql
+from tests.integration.support.spark_workload import ORDER, PERSON, Workload, produce
 from tests.integration.test_spark_store_codecs import assert_same_content, sqlite_content
 
 OPS = 300

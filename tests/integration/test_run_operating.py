@@ -18,14 +18,14 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, Producer
 
-from tests.integration.child_output import await_line, start_piped
-from tests.integration.ops_steps import WORKER_NOTE
-from tests.integration.run_files import GRIDSTREAM, ROOT
-from tests.integration.run_files import await_flows as _await
-from tests.integration.run_files import get as _get
-from tests.integration.run_files import start_run as _start
-from tests.integration.run_files import stop_run as _stop
-from tests.integration.run_files import toml_value as _toml
+from tests.integration.support.child_output import await_line, start_piped
+from tests.integration.support.ops_steps import WORKER_NOTE
+from tests.integration.support.run_files import GRIDSTREAM, ROOT
+from tests.integration.support.run_files import await_flows as _await
+from tests.integration.support.run_files import get as _get
+from tests.integration.support.run_files import start_run as _start
+from tests.integration.support.run_files import stop_run as _stop
+from tests.integration.support.run_files import toml_value as _toml
 
 ENTRIES = 100
 
@@ -33,7 +33,7 @@ ENTRIES = 100
 def _run_section(tmp: Path, bootstrap: str) -> str:
     return (f"[kafka]\nbootstrap_servers = {_toml(bootstrap)}\n\n[run]\nstatus_port = 0\n"
             f"progress_interval_s = 0.5\nheartbeat_s = 5\nlog_dir = {_toml(str(tmp / 'logs'))}\n"
-            'allowed_modules = ["tests.integration.ops_steps"]\n')
+            'allowed_modules = ["tests.integration.support.ops_steps"]\n')
 
 
 def _evens(name: str, tmp: Path, source: str, sink: str) -> str:
@@ -50,7 +50,7 @@ properties = {_toml({"key.deserializer": "StringDeserializer",
                      "value.deserializer": "StringDeserializer",
                      "auto.offset.reset": "earliest"})}
 [[pipeline.steps]]
-filter = "tests.integration.ops_steps:even"
+filter = "tests.integration.support.ops_steps:even"
 [pipeline.sink]
 kind = "kafka"
 topic = {_toml(sink)}

@@ -20,8 +20,8 @@ from gridstream.spark import MalformedEnvelopeError, TypeRegistry
 from gridstream.spark.dead_letter import H_OFFSET, H_REASON, H_TOPIC
 from gridstream.spark.sinks import CassandraSink
 from gridstream.stores.cassandra import CassandraConfig
-from tests.integration.spark_checks import check_cassandra, check_sql
-from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
+from tests.integration.support.spark_checks import check_cassandra, check_sql
+from tests.integration.support.spark_workload import ORDER, PERSON, Workload, produce
 
 
 def _pipeline(bootstrap: str, tmp: Path, topic: str, sink: dict[str, Any],

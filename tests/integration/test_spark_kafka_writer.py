@@ -438,7 +438,7 @@ def test_a_foreach_batch_whose_query_shuffles_is_seen_to_read_a_shuffle(
     shuffle (from the RDD's lineage), so its one-pass tasks read their markers, and a
     query that does not is not."""
     from gridstream.spark.kafka_writer import _reads_shuffle
-    from tests.integration.pipeline_helpers import produce
+    from tests.integration.support.pipeline_helpers import produce
 
     topic = topic_factory(2)
     produce(kafka_bootstrap, topic, [(b"k", str(i).encode()) for i in range(20)])

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.integration.child_output import await_line, start_piped
+from tests.integration.support.child_output import await_line, start_piped
 
 ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def read_all(bootstrap: str, topic: str, timeout_s: float = 120) -> tuple[Counte
 
 def _command(sink: str, bootstrap: str, source: str, target: str, ckpt: Path,
              trigger: str) -> list[str]:
-    return [sys.executable, "-m", "tests.integration.spark_kafka_copy", "--sink", sink,
+    return [sys.executable, "-m", "tests.integration.support.spark_kafka_copy", "--sink", sink,
             "--bootstrap", bootstrap, "--source", source, "--target", target,
             "--checkpoint", str(ckpt), "--trigger", trigger]
 

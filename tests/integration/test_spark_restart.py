@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.child_output import await_line, start_piped
-from tests.integration.run_files import toml_value as _toml
-from tests.integration.spark_checks import check_cassandra, check_delta, check_sql
-from tests.integration.spark_workload import ORDER, PERSON, PERSON_TABLE, Workload, produce
+from tests.integration.support.child_output import await_line, start_piped
+from tests.integration.support.run_files import toml_value as _toml
+from tests.integration.support.spark_checks import check_cassandra, check_delta, check_sql
+from tests.integration.support.spark_workload import ORDER, PERSON, PERSON_TABLE, Workload, produce
 
 ROOT = Path(__file__).resolve().parents[2]
 

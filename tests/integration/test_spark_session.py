@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gridstream.feeds import FeedConfig, StoreFeed
-from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
+from tests.integration.support.spark_workload import ORDER, PERSON, Workload, produce
 
 _V1_READERS = "spark.sql.streaming.disabledV2MicroBatchReaders"
 

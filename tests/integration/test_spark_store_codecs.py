@@ -20,8 +20,8 @@ from gridstream.protocol import OperationEncoder
 from gridstream.protocol.avro import AvroCodec, LocalSchemaRegistry
 from gridstream.spark import MalformedEnvelopeError, TypeRegistry
 from gridstream.spark.dead_letter import H_OFFSET, H_REASON
-from tests.integration.spark_checks import check_delta, check_sql, delta_rows
-from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
+from tests.integration.support.spark_checks import check_delta, check_sql, delta_rows
+from tests.integration.support.spark_workload import ORDER, PERSON, Workload, produce
 
 OPS = 400
 

@@ -24,7 +24,7 @@ from gridstream.stack import _process
 from gridstream.stack.hazelcast import HazelcastService
 from gridstream.stack.registry import RegistryService
 from gridstream.stack.service import LocalService
-from tests.integration.hazelcast_cluster import free_ports
+from tests.integration.support.hazelcast_cluster import free_ports
 
 INCOMPATIBLE = 409  # Confluent's HTTP status and error code for an incompatible schema
 

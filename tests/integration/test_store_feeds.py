@@ -26,8 +26,8 @@ from gridstream.errors import StoreError
 from gridstream.feeds import FeedConfig, StoreFeed
 from gridstream.spark import TypeRegistry
 from gridstream.stores.cassandra import CassandraConfig, CassandraReader, mapping_from_config
-from tests.integration.spark_checks import check_cassandra, check_delta, check_sql
-from tests.integration.spark_workload import ORDER, PERSON, Workload, produce
+from tests.integration.support.spark_checks import check_cassandra, check_delta, check_sql
+from tests.integration.support.spark_workload import ORDER, PERSON, Workload, produce
 
 OPS = 700
 

@@ -1,11 +1,11 @@
-"""The fault tests' checker (``tests/integration/connect_plan.py``) reports each way a
+"""The fault tests' checker (``tests/integration/support/connect_plan.py``) reports each way a
 connector can get a key's changes wrong: it can fail."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tests.integration.connect_plan import (
+from tests.integration.support.connect_plan import (
     Seen,
     check,
     expected_tokens,

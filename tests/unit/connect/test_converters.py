@@ -478,7 +478,7 @@ def test_avro_a_refused_schema_is_asked_once() -> None:
     registry = FakeRegistry(refuse='"name":"bad"')
     converter = _avro(registry)
     for _ in range(5):
-        with pytest.raises(CodecError, match=r"incompatible \(compatibility rule BACKWARD\): a reason"):
+        with pytest.raises(CodecError, match=r"incompatible \(compat.*\): a reason"):
             converter.encode_value("t", "c", {"bad": 1})
     assert converter.decode_value("t", converter.encode_value("t", "c", {"good": 1})) == {
         "good": 1}

@@ -3,7 +3,7 @@ altered or foreign record, and a map with a missing, extra, wrong or stale value
 
 from __future__ import annotations
 
-from tests.integration.pipeline_check import (
+from tests.integration.support.pipeline_check import (
     check_exactly_once,
     check_map,
     expected_map,

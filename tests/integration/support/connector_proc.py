@@ -1,7 +1,7 @@
 """One connector run by ``PipelineRunner`` in a process of its own, for the tests that
 SIGKILL its Spark driver.
 
-``python -m tests.integration.connector_proc CONFIG.json``, the file holding
+``python -m tests.integration.support.connector_proc CONFIG.json``, the file holding
 ``{"connector": {...connector options...}, "bootstrap_servers": "..."}``. Prints
 ``spark ready`` once the Spark session is up, then the runner's lines (``starting ...``,
 one progress line per batch); SIGTERM stops it cleanly.

@@ -2,7 +2,7 @@
 its own by the crash tests: through the exactly-once writer (``--sink exactly_once``) or
 Spark's own Kafka sink (``--sink spark``). Prints ``batch N`` after each micro-batch.
 
-Usage: python -m tests.integration.spark_kafka_copy --sink exactly_once --bootstrap B
+Usage: python -m tests.integration.support.spark_kafka_copy --sink exactly_once --bootstrap B
        --source IN --target OUT --checkpoint DIR [--trigger "1 second" | available_now]
 """
 

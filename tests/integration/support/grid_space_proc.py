@@ -1,6 +1,6 @@
 """A Space owned by a process of its own, for the Space adapter tests.
 
-``python -m tests.integration.grid_space_proc DIR FIRST COUNT close|kill`` runs steps
+``python -m tests.integration.support.grid_space_proc DIR FIRST COUNT close|kill`` runs steps
 FIRST..FIRST+COUNT-1 of a fixed workload on the document type ``Doc`` (writes, partial
 updates, change sets with nested paths and unsets, removes, transactions mixing in the
 type ``Other``), then closes the Space (``close``: a saved state is written) or exits

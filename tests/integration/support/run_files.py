@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
-from tests.integration.child_output import await_line, start_piped
+from tests.integration.support.child_output import await_line, start_piped
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GRIDSTREAM = [sys.executable, "-m", "gridstream.cli"]
 
 

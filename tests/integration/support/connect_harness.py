@@ -20,10 +20,10 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from gridstream.protocol import H_VERSION
-from tests.integration.child_output import await_line, start_piped
-from tests.integration.connect_plan import Seen
+from tests.integration.support.child_output import await_line, start_piped
+from tests.integration.support.connect_plan import Seen
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 Slot = tuple[str, str]
 
 
@@ -103,11 +103,13 @@ def write_json(path: Path, data: Mapping[str, Any]) -> Path:
 
 
 def start_connector(config: Path, log: Path) -> Child:
-    return Child([sys.executable, "-m", "tests.integration.connector_proc", str(config)], log)
+    return Child([sys.executable, "-m",
+                  "tests.integration.support.connector_proc", str(config)], log)
 
 
 def start_workload(config: Path, log: Path) -> Child:
-    return Child([sys.executable, "-m", "tests.integration.connect_workload", str(config)], log)
+    return Child([sys.executable, "-m",
+                  "tests.integration.support.connect_workload", str(config)], log)
 
 
 # ------------------------------------------------------------------ Kafka

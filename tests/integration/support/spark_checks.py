@@ -15,7 +15,7 @@ from gridstream.reconcile import Entity, Holding, compare
 from gridstream.reconcile.readers import from_cassandra, from_sql, from_state_rows
 from gridstream.stores.cassandra import CassandraConfig, mapping_from_config
 from gridstream.stores.sql import SqlStore
-from tests.integration.spark_workload import ORDER, PERSON, Workload
+from tests.integration.support.spark_workload import ORDER, PERSON, Workload
 
 ORDER_DESCRIPTOR = TypeDescriptor(ORDER, "id")
 DESCRIPTORS = (PERSON, ORDER_DESCRIPTOR)

@@ -1,7 +1,7 @@
 """A Spark driver running one map pipeline, as a process of its own for the tests that
 SIGKILL it (``test_pipeline_kills.py``).
 
-``python -m tests.integration.pipeline_child CONFIG.json``; the file holds
+``python -m tests.integration.support.pipeline_child CONFIG.json``; the file holds
 ``{"engine": "pipeline"|"direct", "sink": "kafka"|"map", "guarantee": "...",
 "bootstrap": "...", "source": "...", "target": "...", "checkpoint": "...",
 "trigger": "1 second"|"available_now", "max_offsets": N, "grid": {...}}``.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gridstream.spark import get_spark
-from tests.integration.pipeline_check import MAPPED_SQL, grid_value, mapped
+from tests.integration.support.pipeline_check import MAPPED_SQL, grid_value, mapped
 
 
 def _kafka_props(config: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 runner (as ``gridstream run`` does), for the kill tests: prints the runner's progress
 lines (``<name>  batch N: ...``) until stopped or killed.
 
-Usage: python -m tests.integration.sink_connector_child '<SinkConnectorConfig as JSON>'
+Usage: python -m tests.integration.support.sink_connector_child '<SinkConnectorConfig as JSON>'
        BOOTSTRAP
 """
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.integration.connect_harness import (
+from tests.integration.support.connect_harness import (
     Child,
     TopicReader,
     caught_up,
@@ -25,7 +25,13 @@ from tests.integration.connect_harness import (
     start_workload,
     write_json,
 )
-from tests.integration.connect_plan import Verdict, check, expected_tokens, final_state, plan
+from tests.integration.support.connect_plan import (
+    Verdict,
+    check,
+    expected_tokens,
+    final_state,
+    plan,
+)
 
 log = logging.getLogger(__name__)
 

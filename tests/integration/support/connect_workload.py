@@ -1,6 +1,6 @@
 """The source connector fault tests' workload, in a process of its own.
 
-``python -m tests.integration.connect_workload CONFIG.json`` makes the changes
+``python -m tests.integration.support.connect_workload CONFIG.json`` makes the changes
 ``FIRST..OPS-1`` of the plan (``connect_plan.plan``) in the grid the config names:
 
 - ``{"grid": "space", "data_dir": ..., "space_name": ...}``: this process opens and owns
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.integration.connect_plan import Op, plan
+from tests.integration.support.connect_plan import Op, plan
 
 SPACE_ID = "id"
 

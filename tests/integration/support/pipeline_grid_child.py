@@ -4,7 +4,7 @@ once batch N is written to the grid, before Spark commits it (``--pause-after N`
 it sleeps there, so a test can kill it between the write and the checkpoint), and
 ``finished`` when everything available was processed (``available_now``).
 
-Usage: python -m tests.integration.pipeline_grid_child --bootstrap B --topic T
+Usage: python -m tests.integration.support.pipeline_grid_child --bootstrap B --topic T
        --grid JSON --cache C --checkpoint DIR --name NAME [--pause-after N]
 """
 

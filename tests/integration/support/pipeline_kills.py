@@ -37,10 +37,10 @@ from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 
-from tests.integration.child_output import start_piped
-from tests.integration.pipeline_check import grid_key
+from tests.integration.support.child_output import start_piped
+from tests.integration.support.pipeline_check import grid_key
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 log = logging.getLogger(__name__)
 
 Record = tuple[bytes | None, bytes | None]
@@ -171,7 +171,8 @@ class KillRun:
         self.runs += 1
         path = self.tmp / f"child-{self.runs}.json"
         path.write_text(json.dumps({**self.config, "trigger": trigger}))
-        process, lines = start_piped([sys.executable, "-m", "tests.integration.pipeline_child",
+        process, lines = start_piped([sys.executable, "-m",
+                                      "tests.integration.support.pipeline_child",
                                       str(path)], ROOT)
         return process, lines, self.tmp / f"child-{self.runs}.log"
 

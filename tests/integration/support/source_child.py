@@ -1,7 +1,7 @@
 """A Spark driver running one source connector, as a process of its own (the source
 connector's kill tests SIGKILL it). Prints ``batch N: R records`` after each micro-batch.
 
-Usage: python -m tests.integration.source_child CONFIG.json BOOTSTRAP
+Usage: python -m tests.integration.support.source_child CONFIG.json BOOTSTRAP
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from gridstream.spark import get_spark
 def main(argv: list[str]) -> int:
     config = SourceConnectorConfig.model_validate_json(Path(argv[0]).read_text())
     connector = SourceConnector(config, bootstrap_servers=argv[1],
-                                allowed_modules=["tests.integration.source_helpers"])
+                                allowed_modules=["tests.integration.support.source_helpers"])
     spark = get_spark(app_name="source-child")
     query = connector.start(spark)
     print("started", flush=True)
