@@ -3,7 +3,10 @@
 The names a user types come from here: ``from gridstream import Space, Mirror,
 KafkaSyncEndpoint, Pipeline``. Each is imported from its own module on first use
 (PEP 562), so ``import gridstream`` stays cheap and a name whose optional extra is not
-installed fails only when it is asked for, naming the extra to install.
+installed fails only when it is asked for, naming the extra to install. Every name here
+imports with the core dependencies alone (``from gridstream import *`` too); the
+Hazelcast adapter is ``gridstream.grid.hazelcast``'s, which needs the ``hazelcast``
+extra.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ if TYPE_CHECKING:
     from gridstream.connect import SinkConnectorConfig, SourceConnectorConfig, build_connector
     from gridstream.consumer import OperationConsumer
     from gridstream.feeds import FeedConfig, StoreFeed
-    from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
     from gridstream.mirror import KafkaSyncEndpoint, Mirror, RetryPolicy, UndeliverablePolicy
     from gridstream.model import SpaceDocument, space_class
     from gridstream.pipeline import (
@@ -44,8 +46,6 @@ _LAZY: dict[str, str] = {
     "Space": "gridstream.space",
     "SpaceDocument": "gridstream.model",
     "space_class": "gridstream.model",
-    "HazelcastAdapter": "gridstream.grid.hazelcast",
-    "HazelcastGridConfig": "gridstream.grid.hazelcast",
     # the grid → Kafka mirror, and reading what it wrote
     "Mirror": "gridstream.mirror",
     "KafkaSyncEndpoint": "gridstream.mirror",
@@ -86,8 +86,6 @@ __all__ = [
     "GridSources",
     "GridstreamError",
     "Guarantee",
-    "HazelcastAdapter",
-    "HazelcastGridConfig",
     "KafkaSinks",
     "KafkaSources",
     "KafkaSyncEndpoint",

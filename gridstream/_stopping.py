@@ -104,15 +104,16 @@ def stop_on_signals(stop: Callable[[], None],
         stop()
 
     previous: dict[signal.Signals, Any] = {}
-    mask: set[int | signal.Signals] | None = None
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # as it is: nothing changed
     try:
         for sig in signals:
             previous[sig] = signal.signal(sig, handler)
         # after the handlers: a signal pending while blocked is delivered here, to them
-        mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
         yield
     finally:
-        if mask is not None:
+        try:  # the mask first: a signal arriving now waits for the handler restored next
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)

@@ -188,6 +188,7 @@ class AvroConverter(Converter):
 
     def __init__(self, config: ConverterConfig, *, registry: Registry | None = None) -> None:
         super().__init__(config)
+        require("confluent_kafka.schema_registry", "the avro converter")  # [registry]
         self._fastavro: Any = require("fastavro", "the avro converter")
         if registry is None:
             if not config.schema_registry_url:

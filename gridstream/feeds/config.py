@@ -46,7 +46,7 @@ class FeedConfig(StrictModel):
     """One ``[[feed]]``: Kafka topics → one sink, checkpointed."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    """The feed's name (letters, digits, ``_.-``), unique among the run's feeds
+    """The feed's name (letters, digits, ``_.-``), unique among the run's feeds, pipelines
     and connectors; it names the feed in progress lines, errors and dead letters."""
     topics: tuple[str, ...] | None = Field(
         default=None, validation_alias=AliasChoices("topics", "subscribe"))
@@ -70,7 +70,8 @@ class FeedConfig(StrictModel):
         default=MAX_OFFSETS_PER_TRIGGER, ge=1,
         validation_alias=AliasChoices("max_offsets_per_trigger", "maxOffsetsPerTrigger"))
     """The most records a micro-batch reads (Spark's ``maxOffsetsPerTrigger``): a backlog
-    drains as many batches. None: everything available in one batch (Spark's default)."""
+    drains as many batches (from Python, ``None`` reads everything available in one
+    batch, as Spark does by default)."""
     fail_on_data_loss: bool = Field(
         default=True, validation_alias=AliasChoices("fail_on_data_loss", "failOnDataLoss"))
     """Fail the query when offsets it should read are gone (out of retention, a topic

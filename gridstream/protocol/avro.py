@@ -41,7 +41,7 @@ import orjson
 from gridstream._optional import require
 from gridstream.errors import CodecError, ConfigError
 from gridstream.kinds import KindVisitor, kind_table
-from gridstream.operations import PropertySpec, TypeDescriptor
+from gridstream.operations import Kind, PropertySpec, TypeDescriptor
 from gridstream.protocol.codec_base import Codec
 from gridstream.protocol.envelope import Envelope
 from gridstream.protocol.registry import Registry, SchemaRegistryClientRegistry
@@ -127,13 +127,18 @@ def _avro_fields(specs: tuple[PropertySpec, ...], record_name: str) -> list[dict
 
 
 def _specs_of(fields: list[dict[str, Any]]) -> tuple[PropertySpec, ...]:
-    """The property specs an envelope schema was derived from (its ``KIND`` marks)."""
+    """The property specs an envelope schema was derived from (its ``KIND`` marks); a
+    kind gridstream does not know is a ``CodecError`` (the schema is not one it wrote)."""
     specs = []
     for field in fields:
         avro_type = field["type"][1]
         nested = _specs_of(avro_type["fields"]) if field[KIND] == "object" and isinstance(
             avro_type, dict) and avro_type.get("type") == "record" else ()
-        specs.append(PropertySpec(field["name"], field[KIND], nested=nested))
+        try:
+            specs.append(PropertySpec(field["name"], Kind(field[KIND]), nested=nested))
+        except ValueError as exc:
+            raise CodecError(f"Avro schema field {field['name']!r}: unknown {KIND} "
+                             f"{field[KIND]!r}; one of {', '.join(Kind)}") from exc
     return tuple(specs)
 
 

@@ -15,7 +15,7 @@ connector (``gridstream.run.properties``). TOML layout (see ``docs/feeds.md``,
     id_property = "id"
     properties = { id = "str", name = "str", address = { city = "str" } }
 
-    [[pipeline]]
+    [[feed]]                      # a store feed ([[pipeline]] without a source: the same)
     name = "people-to-cassandra"
     topics = ["people"]           # or pattern = "grid\\..*"
     checkpoint = "/var/lib/gridstream/checkpoints/people-cassandra"
@@ -34,9 +34,10 @@ connector (``gridstream.run.properties``). TOML layout (see ``docs/feeds.md``,
     checkpoint = "/var/lib/gridstream/checkpoints/people-source"
     grid = { kind = "hazelcast", members = ["127.0.0.1:5701"] }
 
-Either list may be empty, not both. Names and checkpoints are unique across pipelines and
-connectors. Connectors take ``[kafka]``'s bootstrap servers and properties unless they
-name their own ``bootstrap_servers`` (then only their own ``kafka`` properties apply).
+Any of the three lists may be empty, not all. Names and checkpoints are unique across
+feeds, pipelines and connectors. Connectors take ``[kafka]``'s bootstrap servers and
+properties unless they name their own ``bootstrap_servers`` (then only their own
+``kafka`` properties apply).
 Every problem in the file is a ``ConfigError`` naming the key at fault.
 """
 

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 import msgspec
 
 from gridstream.errors import CodecError
-from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
+from gridstream.operations import Bulk, Kind, Operation, OpType, TypeDescriptor
 
 __all__ = [
     "OpRecord",
@@ -396,5 +396,33 @@ def encode_descriptor(descriptor: TypeDescriptor) -> bytes:
 def decode_descriptor(raw: bytes | memoryview) -> TypeDescriptor:
     try:
         return _DESCRIPTOR_DECODER.decode(raw)
+    except msgspec.ValidationError:
+        pass  # maybe a kind this version does not know (below)
     except msgspec.DecodeError as exc:
         raise CodecError("malformed type record in the operation log") from exc
+    try:
+        return msgspec.convert(_known_kinds(msgspec.msgpack.decode(raw)), TypeDescriptor)
+    except (msgspec.DecodeError, msgspec.ValidationError, TypeError) as exc:
+        raise CodecError("malformed type record in the operation log") from exc
+
+
+def _known_kinds(record: Any) -> Any:
+    """A type record with each kind an earlier version let through unchecked (a
+    document type's fixed property named ``"string"``) read as ``any``, which is what
+    it meant then: every value accepted, stored as given."""
+    if isinstance(record, dict):
+        fixed = record.get("fixed")
+        if isinstance(fixed, list):
+            record["fixed"] = [_known_spec(spec) for spec in fixed]
+    return record
+
+
+def _known_spec(spec: Any) -> Any:
+    if not isinstance(spec, dict):
+        return spec
+    if spec.get("kind") not in set(Kind):
+        spec = {**spec, "kind": Kind.ANY.value}
+    nested = spec.get("nested")
+    if isinstance(nested, list):
+        spec = {**spec, "nested": [_known_spec(n) for n in nested]}
+    return spec

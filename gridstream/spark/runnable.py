@@ -1,4 +1,4 @@
-"""The one contract every flow on Spark keeps with the runner (``gridstream.run``).
+"""The one contract every flow on Spark keeps with the runner (``runner.PipelineRunner``).
 
 A store feed, an API pipeline (its job) and each kind of connector subclass
 ``Runnable``: the runner starts it, reads its ``reports`` (one per batch) and ``failure``

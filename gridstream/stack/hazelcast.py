@@ -15,7 +15,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from gridstream._optional import require
-from gridstream.errors import StackError
+from gridstream.errors import NotInstalledError, StackError
 from gridstream.stack import _process
 from gridstream.stack._settings import env_int
 from gridstream.stack.service import LOOPBACK, JvmService, LocalService
@@ -191,7 +191,11 @@ def member_accepts_client(cluster_name: str, address: str, timeout_s: float = 5.
     about ``timeout_s`` (twice that at most: a member that takes the connection but never
     answers — e.g. stuck in garbage collection — holds the client's connect past its own
     timeout, so the check runs in a daemon thread and is given up on)."""
-    HazelcastClient = require("hazelcast.client", "the Hazelcast service").HazelcastClient  # noqa: N806
+    try:
+        HazelcastClient = require("hazelcast.client",  # noqa: N806
+                                  "the Hazelcast service").HazelcastClient
+    except NotInstalledError as exc:  # a StackError: the member just started is stopped
+        raise StackError(str(exc)) from exc
     answer: list[bool] = []
 
     def check() -> None:

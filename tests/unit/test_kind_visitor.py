@@ -73,3 +73,34 @@ def test_a_visitor_that_leaves_a_kind_out_fails_type_checking(tmp_path: Path) ->
     assert done.returncode == 1, done.stdout
     assert 'Cannot instantiate abstract class "Partial"' in done.stdout
     assert '"any_"' in done.stdout  # one of the kinds it leaves out
+
+
+def test_a_log_type_record_with_a_kind_this_version_does_not_know_reads_it_as_any() -> None:
+    """Earlier versions let a document type's fixed kinds through unchecked: a Space
+    whose log holds one still opens, the property read as what it meant then."""
+    import msgspec
+
+    from gridstream.operations import TypeDescriptor
+    from gridstream.space._codec import decode_descriptor, encode_descriptor
+
+    descriptor = TypeDescriptor(name="t", id_property="id", fixed=(
+        PropertySpec("a", Kind.STR),
+        PropertySpec("o", Kind.OBJECT, (PropertySpec("x", Kind.INT),))))
+    raw = encode_descriptor(descriptor)
+    assert decode_descriptor(raw) == descriptor
+    record = msgspec.msgpack.decode(raw)
+    record["fixed"][0]["kind"] = "string"
+    record["fixed"][1]["nested"][0]["kind"] = "long"
+    read = decode_descriptor(msgspec.msgpack.encode(record))
+    assert [s.kind for s in read.fixed] == [Kind.ANY, Kind.OBJECT]
+    assert read.fixed[1].nested[0].kind is Kind.ANY
+
+
+def test_an_avro_schema_with_an_unknown_kind_is_a_codec_error() -> None:
+    from gridstream.errors import CodecError
+    from gridstream.protocol.avro import KIND, _specs_of
+
+    field = {"name": "a", "type": ["null", "string"], "default": None, KIND: "strng"}
+    assert _specs_of([{**field, KIND: "str"}]) == (PropertySpec("a", Kind.STR),)
+    with pytest.raises(CodecError, match="field 'a': unknown gridstream.kind 'strng'"):
+        _specs_of([field])

@@ -84,3 +84,14 @@ def test_no_module_ends_in_a_bare_module_not_found_error(extra: str) -> None:
     assert bare == {}
     for module, error in seen.items():
         assert f"pip install 'gridstream[{extra}]'" in error, (module, error)
+
+
+def test_every_front_door_name_imports_with_the_core_dependencies_alone() -> None:
+    hidden = ",".join(name for names in HIDDEN.values() for name in names)
+    code = CHILD.split("import gridstream\n")[0] + (
+        "from gridstream import *\nimport gridstream\n"
+        "print(json.dumps(sorted(n for n in gridstream.__all__ if n not in globals())))\n")
+    out = subprocess.run([sys.executable, "-c", code, hidden], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == []

@@ -139,6 +139,8 @@ def _where(pid: int) -> str:
     signals = [line for line in status.splitlines() if line.startswith(("State", "Sig", "Shd"))]
     threads = sorted(p.name for p in Path(f"/proc/{pid}/task").iterdir())
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        return f"{signals}, threads {threads} (no py-spy for its stacks)"
     dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True,
                           timeout=30)
     return f"{signals}, threads {threads}\n{dump.stdout}{dump.stderr}"
