@@ -9,12 +9,12 @@ docs tables from exactly that, and a unit test keeps the docs equal to it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.config import JsonDict
 
-__all__ = ["Importance", "StrictModel", "importance"]
+__all__ = ["Importance", "StrictModel", "comma_separated", "importance"]
 
 Importance = Literal["high", "medium", "low"]
 """As Kafka's ``ConfigDef`` has it: ``high`` must be looked at in every deployment,
@@ -32,3 +32,12 @@ class StrictModel(BaseModel):
 def importance(level: Importance) -> JsonDict:
     """``Field(json_schema_extra=importance("high"))``: the option's importance."""
     return {"importance": level}
+
+
+def comma_separated(value: Any) -> Any:
+    """A list option given as text (``"a, b"``, as a ``.properties`` file or an
+    environment variable has it) as a tuple of its non-empty parts; anything else as it
+    is (the field's type checks it)."""
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from gridstream._config import StrictModel
+from gridstream._config import StrictModel, comma_separated
 from gridstream.grid.settings import GridSettings
 from gridstream.kafka.config import is_secret, lossy_producer_setting
 from gridstream.kafka.where import KafkaPosition, kafka_where, parse_kafka_where
@@ -163,12 +163,6 @@ def secret_properties(properties: dict[str, Any]) -> dict[str, Any]:
     ``SecretStr``, so that no repr shows it."""
     return {k: SecretStr(str(v)) if is_secret(k) and not isinstance(v, SecretStr) else v
             for k, v in properties.items()}
-
-
-def _names(value: Any) -> Any:
-    if isinstance(value, str):
-        return tuple(v.strip() for v in value.split(",") if v.strip())
-    return value
 
 
 # ------------------------------------------------------------------------- shared parts
@@ -470,7 +464,7 @@ class SinkConnectorConfig(_Common):
     @field_validator("topics", "key_fields", "skip_records", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        return _names(value)
+        return comma_separated(value)
 
     @field_validator("key_policy", mode="before")
     @classmethod

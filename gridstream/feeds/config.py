@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from gridstream._config import StrictModel, importance
+from gridstream._config import StrictModel, comma_separated, importance
 from gridstream.spark.dead_letter import ErrorPolicy
 from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 from gridstream.spark.sinks.config import CassandraSinkConfig, SinkConfig
@@ -143,9 +143,7 @@ class FeedConfig(StrictModel):
     @field_validator("topics", mode="before")
     @classmethod
     def _split_topics(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(t.strip() for t in value.split(",") if t.strip())
-        return value
+        return comma_separated(value)
 
     @field_validator("trigger")
     @classmethod

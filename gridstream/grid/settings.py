@@ -7,17 +7,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from gridstream._config import StrictModel
+from gridstream._config import StrictModel, comma_separated
 from gridstream.grid.contract import GridAdapter
 from gridstream.space import Space
 
 __all__ = ["GridSettings", "HazelcastGridSettings", "SpaceGridSettings", "grid_adapter"]
-
-
-def _split_names(value: Any) -> Any:
-    if isinstance(value, str):
-        return tuple(v.strip() for v in value.split(",") if v.strip())
-    return value
 
 
 class SpaceGridSettings(StrictModel):
@@ -44,7 +38,7 @@ class HazelcastGridSettings(StrictModel):
     @field_validator("members", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        return _split_names(value)
+        return comma_separated(value)
 
 
 GridSettings = Annotated[SpaceGridSettings | HazelcastGridSettings, Field(discriminator="kind")]

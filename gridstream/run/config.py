@@ -60,7 +60,7 @@ from pydantic import (
     model_validator,
 )
 
-from gridstream._config import StrictModel, importance
+from gridstream._config import StrictModel, comma_separated, importance
 from gridstream.connect.config import ConnectorConfig, secret_properties
 from gridstream.errors import ConfigError
 from gridstream.feeds.config import FeedConfig
@@ -144,14 +144,10 @@ class RunSettings(StrictModel):
     pipeline's functions (steps, ``key_fn``, ``value_fn``) may be imported from, with
     those of ``GRIDSTREAM_ALLOWED_MODULES``; nothing else is ever imported from config."""
 
-    @model_validator(mode="before")
+    @field_validator("allowed_modules", mode="before")
     @classmethod
-    def _split(cls, data: Any) -> Any:
-        modules = data.get("allowed_modules") if isinstance(data, dict) else None
-        if isinstance(modules, str):
-            data = {**data, "allowed_modules": [m.strip() for m in modules.split(",")
-                                                if m.strip()]}
-        return data
+    def _split(cls, value: Any) -> Any:
+        return comma_separated(value)
 
 
 class RunFile(StrictModel):

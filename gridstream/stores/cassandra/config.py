@@ -20,7 +20,7 @@ from pydantic import (
     field_validator,
 )
 
-from gridstream._config import StrictModel, importance
+from gridstream._config import StrictModel, comma_separated, importance
 from gridstream.errors import ConfigError
 from gridstream.stores.cassandra._driver import CONSISTENCY_LEVELS
 from gridstream.stores.cassandra.naming import validate_keyspace
@@ -119,9 +119,7 @@ class CassandraConfig(StrictModel):
     @field_validator("contact_points", mode="before")
     @classmethod
     def _split_hosts(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(h.strip() for h in value.split(",") if h.strip())
-        return value
+        return comma_separated(value)
 
     @field_validator("keyspace")
     @classmethod
