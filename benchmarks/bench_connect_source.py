@@ -66,8 +66,8 @@ from benchmarks._connect_bench import (
 )
 from gridstream.grid.hazelcast import HazelcastAdapter, HazelcastGridConfig
 from gridstream.grid.space import SpaceAdapter, SpaceGridConfig
-from gridstream.mirror import KafkaSyncEndpoint, Mirror
-from gridstream.mirror.kafka import TopicSettings
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint, Mirror
+from gridstream.mirror.config import TopicSettings
 from gridstream.model import SpaceDocument
 from gridstream.operations import PropertySpec, TypeDescriptor
 from gridstream.space import Space, open_log_reader
@@ -101,8 +101,8 @@ def mirror_drain(data_dir: str, bootstrap: str, expected: int) -> dict[str, floa
     """The mirror as ``gridstream mirror`` runs it (its defaults), from a fresh name
     (the log's start): start-up = ``open()``, drain = ``run_once()`` until caught up."""
     reader = open_log_reader(data_dir)
-    endpoint = KafkaSyncEndpoint(bootstrap, exactly_once=True,
-                                 topics=TopicSettings(create=False))
+    endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(
+        bootstrap_servers=bootstrap, exactly_once=True, topics=TopicSettings(create=False)))
     mirror = Mirror(reader, endpoint, name=f"bench-{uuid.uuid4().hex[:8]}",
                     max_batch_operations=10_000, max_batch_ms=2, poll_interval_ms=5)
     try:

@@ -70,7 +70,7 @@ from confluent_kafka.admin import AdminClient
 from benchmarks import _smoke
 from gridstream import stack
 from gridstream.consumer import OperationConsumer
-from gridstream.mirror import PRODUCER_DEFAULTS, KafkaSyncEndpoint, Mirror
+from gridstream.mirror import PRODUCER_DEFAULTS, KafkaEndpointConfig, KafkaSyncEndpoint, Mirror
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.model import SpaceDocument
 from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
@@ -125,7 +125,8 @@ def _produce(producer: Producer, m: KafkaMessage) -> None:
 
 def _mirror_rate(bootstrap: str, topic: str, ops: int, exactly_once: bool) -> dict[str, float]:
     log = _log(topic, ops)
-    endpoint = KafkaSyncEndpoint(bootstrap, exactly_once=exactly_once)
+    endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers=bootstrap,
+                                                    exactly_once=exactly_once))
     mirror = Mirror(log, endpoint, name=f"bench-{uuid.uuid4().hex[:8]}",
                     max_batch_operations=10_000, max_batch_ms=0)
     mirror.open()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from gridstream.consumer import OperationConsumer
-from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint, Mirror
 from gridstream.model import SpaceDocument, space_class
 from gridstream.space import Space
 
@@ -49,7 +49,8 @@ def main() -> None:
         # a mirror keeps its position under its name, for one log: this space is new on
         # every run (a temporary directory), so is the mirror
         name = f"quickstart-{space.log_reader().log_id()}"
-        mirror = Mirror(space, KafkaSyncEndpoint(args.bootstrap), name=name)
+        endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers=args.bootstrap))
+        mirror = Mirror(space, endpoint, name=name)
         mirror.start()
         if not mirror.wait_for(space.next_seq, timeout_s=60):
             raise SystemExit(f"mirror did not catch up: {mirror.metrics()}")

@@ -19,7 +19,7 @@ import random
 import uuid
 from dataclasses import dataclass, field
 
-from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint, Mirror
 from gridstream.model import SpaceDocument, space_class
 from gridstream.space import Space
 
@@ -84,7 +84,8 @@ def main() -> None:
         # a mirror's position is kept under its name, for one log: named after the log, a
         # space created again (a /tmp cleared) starts a mirror of its own
         name = f"seed-topics-{space.log_reader().log_id()}"
-        mirror = Mirror(space, KafkaSyncEndpoint(args.bootstrap), name=name)
+        endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers=args.bootstrap))
+        mirror = Mirror(space, endpoint, name=name)
         mirror.start()
         try:
             if not mirror.wait_for(space.next_seq, timeout_s=120):

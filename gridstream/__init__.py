@@ -21,7 +21,13 @@ if TYPE_CHECKING:
     from gridstream.connect import SinkConnectorConfig, SourceConnectorConfig, build_connector
     from gridstream.consumer import OperationConsumer
     from gridstream.feeds import FeedConfig, StoreFeed
-    from gridstream.mirror import KafkaSyncEndpoint, Mirror, RetryPolicy, UndeliverablePolicy
+    from gridstream.mirror import (
+        KafkaEndpointConfig,
+        KafkaSyncEndpoint,
+        Mirror,
+        RetryPolicy,
+        UndeliverablePolicy,
+    )
     from gridstream.model import SpaceDocument, space_class
     from gridstream.pipeline import (
         GridSinks,
@@ -48,6 +54,7 @@ _LAZY: dict[str, str] = {
     "space_class": "gridstream.model",
     # the grid → Kafka mirror, and reading what it wrote
     "Mirror": "gridstream.mirror",
+    "KafkaEndpointConfig": "gridstream.mirror",
     "KafkaSyncEndpoint": "gridstream.mirror",
     "RetryPolicy": "gridstream.mirror",
     "UndeliverablePolicy": "gridstream.mirror",
@@ -86,6 +93,7 @@ __all__ = [
     "GridSources",
     "GridstreamError",
     "Guarantee",
+    "KafkaEndpointConfig",
     "KafkaSinks",
     "KafkaSources",
     "KafkaSyncEndpoint",

@@ -34,6 +34,7 @@ from gridstream.connect.meanings import MEANINGS
 from gridstream.errors import ConfigError
 from gridstream.feeds.config import FeedConfig
 from gridstream.grid.settings import HazelcastGridSettings, SpaceGridSettings
+from gridstream.mirror.config import KafkaEndpointConfig, TopicSettings
 from gridstream.pipeline.config import (
     ApiPipelineConfig,
     KafkaSinkConfig,
@@ -86,6 +87,10 @@ DOCS: dict[str, tuple[Section, ...]] = {
                 HazelcastGridSettings, meanings=MEANINGS, prefix="grid"),
         Section("Converters: `converter = { ... }`", ConverterConfig, meanings=MEANINGS,
                 prefix="converter"),
+    ),
+    "docs/mirror.md": (
+        Section("`KafkaEndpointConfig` (the mirror's Kafka endpoint)", KafkaEndpointConfig),
+        Section("`TopicSettings` (its `topics`)", TopicSettings),
     ),
     "docs/cassandra.md": (
         Section("`CassandraConfig` (the mirror's endpoint, the `cassandra` sink)",

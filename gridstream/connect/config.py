@@ -26,7 +26,7 @@ from pydantic import (
 
 from gridstream._config import StrictModel, comma_separated
 from gridstream.grid.settings import GridSettings
-from gridstream.kafka.config import is_secret, lossy_producer_setting
+from gridstream.kafka.config import lossy_producer_setting, secret_properties
 from gridstream.kafka.where import KafkaPosition, kafka_where, parse_kafka_where
 from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 from gridstream.spark.triggers import parse_trigger
@@ -156,13 +156,6 @@ def _regexes(value: Any) -> Any:
                 raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from exc
         return tuple(str(v) for v in value)
     return value
-
-
-def secret_properties(properties: dict[str, Any]) -> dict[str, Any]:
-    """``properties`` with the value of every secret name (``is_secret``) held as a
-    ``SecretStr``, so that no repr shows it."""
-    return {k: SecretStr(str(v)) if is_secret(k) and not isinstance(v, SecretStr) else v
-            for k, v in properties.items()}
 
 
 # ------------------------------------------------------------------------- shared parts

@@ -299,7 +299,7 @@ def run_and_check(*, keep_stack: bool = False, operations: int = 2000,
                   tamper: Callable[[DemoRun], None] | None = None) -> DemoResult:
     """The quickstart; ``tamper`` runs after the flows, before the read-back (tests
     use it to change a stored value behind the product's back)."""
-    from gridstream.mirror import KafkaSyncEndpoint
+    from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint
     from gridstream.stores.cassandra import CassandraConfig, CassandraSyncEndpoint
 
     run_id = uuid.uuid4().hex[:8]
@@ -318,7 +318,7 @@ def run_and_check(*, keep_stack: bool = False, operations: int = 2000,
         with _step(f"writing ~{operations} operations to the grid (a fifth in transactions)"):
             run_workload(space, types, operations)
         with _step("mirroring the operation log to Kafka (exactly-once)"):
-            endpoint = KafkaSyncEndpoint(bootstrap)
+            endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers=bootstrap))
             console.print("  " + _mirror(space, endpoint, f"demo-{run_id}", space.next_seq))
         keyspace = f"gridstream_demo_{run_id}"
         with _step(f"mirroring the same log straight to Cassandra ({keyspace})"):

@@ -26,7 +26,7 @@ from pydantic import SecretStr
 
 __all__ = ["SECRET_MARKERS", "SHARED_PREFIXES", "KafkaProperties", "LossySetting",
            "PropertyValue", "client_config", "is_secret", "lossy_producer_setting",
-           "property_text", "redact", "scrub", "shared_config"]
+           "property_text", "redact", "scrub", "secret_properties", "shared_config"]
 
 PropertyValue = str | int | float | bool
 SECRET_MARKERS = ("password", "passwd", "secret", "token", "credential", "jaas", "private")
@@ -175,3 +175,10 @@ def lossy_producer_setting(properties: Mapping[str, Any]) -> LossySetting | None
                             "a retried send may write a record twice or out of order",
                             "leave it true")
     return None
+
+
+def secret_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """``properties`` with the value of every secret name (``is_secret``) held as a
+    ``SecretStr``, so that no repr shows it."""
+    return {k: SecretStr(str(v)) if is_secret(k) and not isinstance(v, SecretStr) else v
+            for k, v in properties.items()}

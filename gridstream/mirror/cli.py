@@ -8,6 +8,9 @@ import logging
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
 
 from gridstream._stopping import stop_on_signals
 from gridstream.errors import ConfigError, GridstreamError
@@ -15,15 +18,16 @@ from gridstream.kafka import KafkaProperties
 from gridstream.kafka.config import is_secret
 from gridstream.kafka.sources import properties_from_env, read_properties_file
 from gridstream.mirror._offsets import DEFAULT_OFFSETS_TOPIC
-from gridstream.mirror.kafka import KafkaSyncEndpoint, TopicSettings
+from gridstream.mirror.config import KafkaEndpointConfig
+from gridstream.mirror.kafka import KafkaSyncEndpoint
 from gridstream.mirror.policy import UndeliverablePolicy
 from gridstream.mirror.service import Mirror, RetryPolicy
 from gridstream.ops.server import StatusServer
 from gridstream.ops.status import Monitor
-from gridstream.protocol import Codec, codec_names, create_codec, key_codec_names
+from gridstream.protocol import codec_names, key_codec_names
 from gridstream.protocol.avro import SUBJECT_STRATEGIES
 
-__all__ = ["REGISTRY_PROPERTIES", "build_parser", "codec_of", "kafka_properties", "main"]
+__all__ = ["REGISTRY_PROPERTIES", "build_parser", "endpoint_config", "kafka_properties", "main"]
 
 REGISTRY_PROPERTIES = ("schema.registry.url", "basic.auth.user.info")
 """Properties of the Avro codec's schema registry, read from the same places as the
@@ -111,40 +115,37 @@ def kafka_properties(args: argparse.Namespace,
     return KafkaProperties(merged)
 
 
-def codec_of(args: argparse.Namespace, props: KafkaProperties) -> tuple[Codec | str,
-                                                                         KafkaProperties]:
-    """The value codec the arguments and properties choose, and the producer properties
-    without the registry's (``REGISTRY_PROPERTIES``)."""
+def endpoint_config(args: argparse.Namespace,
+                    props: KafkaProperties) -> KafkaEndpointConfig:
+    """The endpoint's options from the arguments and the properties; the registry's
+    properties (``REGISTRY_PROPERTIES``) are the codec's, never the producer's."""
     config = props.client_config()
-    url = args.schema_registry_url or str(config.get("schema.registry.url") or "")
-    user_info = str(config.get("basic.auth.user.info") or "")
-    rest = KafkaProperties({k: v for k, v in config.items() if k not in REGISTRY_PROPERTIES})
-    if args.codec != "avro":
-        if url or user_info or args.subject_strategy != "record":
-            raise ConfigError("the schema registry options (schema.registry.url, "
-                              "basic.auth.user.info, --subject-strategy) are only used with "
-                              f"--codec avro (not {args.codec!r})")
-        return args.codec, rest
-    if user_info and not url:
-        raise ConfigError("basic.auth.user.info is only used with a schema registry URL")
-    return create_codec("avro", schema_registry_url=url or None,
-                        basic_auth_user_info=user_info or None,
-                        subject_strategy=args.subject_strategy), rest
+    options: dict[str, Any] = {
+        "bootstrap_servers": args.bootstrap,
+        "producer_properties": {k: v for k, v in config.items()
+                                if k not in REGISTRY_PROPERTIES},
+        "exactly_once": args.mode == "exactly-once", "codec": args.codec,
+        "key_codec": args.key, "topic_property": args.topic_property,
+        "default_topic": args.default_topic, "on_undeliverable": args.on_undeliverable,
+        "dead_letter_topic": args.dead_letter_topic, "offsets_topic": args.offsets_topic,
+        "transactional_producers": args.transactional_producers,
+        "record_timestamp": args.record_timestamp,
+        "topics": {"create": not args.no_create_topics, "partitions": args.partitions,
+                   "replication_factor": args.replication_factor}}
+    registry = {"schema_registry_url": args.schema_registry_url
+                or config.get("schema.registry.url"),
+                "basic_auth_user_info": config.get("basic.auth.user.info"),
+                "subject_strategy": args.subject_strategy
+                if args.subject_strategy != "record" else None}
+    options.update({k: v for k, v in registry.items() if v})
+    try:
+        return KafkaEndpointConfig.model_validate(options)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid mirror options: {exc}") from None
 
 
 def _endpoint(args: argparse.Namespace) -> KafkaSyncEndpoint:
-    codec, props = codec_of(args, kafka_properties(args))
-    return KafkaSyncEndpoint(
-        args.bootstrap, producer_properties=props,
-        exactly_once=args.mode == "exactly-once", codec=codec, key_codec=args.key,
-        topic_property=args.topic_property, default_topic=args.default_topic,
-        on_undeliverable=args.on_undeliverable, dead_letter_topic=args.dead_letter_topic,
-        offsets_topic=args.offsets_topic,
-        transactional_producers=args.transactional_producers,
-        record_timestamp=args.record_timestamp,
-        topics=TopicSettings(create=not args.no_create_topics, partitions=args.partitions,
-                             replication_factor=args.replication_factor),
-    )
+    return KafkaSyncEndpoint(endpoint_config(args, kafka_properties(args)))
 
 
 def _report(mirror: Mirror, every_s: float, done: threading.Event) -> None:

@@ -33,17 +33,20 @@ from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import error_of, is_fatal, kafka_error
 from gridstream.mirror._dead_letter import NEAR_LIMIT, DeadLetters, Outgoing, record_size
 from gridstream.mirror._offsets import (
-    DEFAULT_OFFSETS_TOPIC,
-    OPEN_TRANSACTION_WAIT_S,
     committed_position,
     encode_position,
     partition_for,
     read_position,
 )
 from gridstream.mirror._producers import Producers
-from gridstream.mirror._settings import PRODUCER_DEFAULTS, RECORD_TIMESTAMPS, TopicSettings
+from gridstream.mirror.config import (
+    PRODUCER_DEFAULTS,
+    REGISTRY_OPTIONS,
+    KafkaEndpointConfig,
+    TopicSettings,
+)
 from gridstream.mirror.endpoint import SyncEndpoint
-from gridstream.mirror.policy import Reason, UndeliverablePolicy
+from gridstream.mirror.policy import Reason
 from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
 from gridstream.protocol import (
     Codec,
@@ -54,9 +57,10 @@ from gridstream.protocol import (
     MessageFactory,
     OperationEncoder,
     TopicResolver,
+    create_codec,
 )
 
-__all__ = ["PRODUCER_DEFAULTS", "RECORD_TIMESTAMPS", "KafkaSyncEndpoint", "TopicSettings",
+__all__ = ["PRODUCER_DEFAULTS", "KafkaEndpointConfig", "KafkaSyncEndpoint", "TopicSettings",
            "committed_position"]
 
 log = logging.getLogger(__name__)
@@ -74,62 +78,56 @@ class KafkaSyncEndpoint(SyncEndpoint):
     else ``default_topic``; else undeliverable. Undeliverable operations (unknown type,
     no topic, unserializable, oversized) raise under ``fail`` or go to the dead-letter
     topic under ``dead_letter`` — never dropped. ``producer_properties`` pass through
-    to librdkafka over ``PRODUCER_DEFAULTS``; the explicit arguments win.
+    to librdkafka over ``PRODUCER_DEFAULTS``; the explicit options win. Every setting is
+    an option of ``KafkaEndpointConfig``; the keyword arguments are code that replaces
+    a part (a ``Codec`` or ``KeyCodec`` object, a ``MessageFactory``, a
+    ``TopicResolver``).
     """
 
     name = "kafka"
 
-    def __init__(
-        self, bootstrap_servers: str | None = None, *,
-        producer_properties: Mapping[str, Any] | None = None,
-        exactly_once: bool = True,
-        codec: Codec | str = "json", key_codec: KeyCodec | str = "id",
-        message_factory: MessageFactory | None = None,
-        topic_resolver: TopicResolver | None = None,
-        topic_property: str = "kafka.topic", default_topic: str | None = None,
-        on_undeliverable: UndeliverablePolicy | str = UndeliverablePolicy.FAIL,
-        dead_letter_topic: str | None = None,
-        offsets_topic: str = DEFAULT_OFFSETS_TOPIC,
-        transactional_id: str | None = None,
-        topics: TopicSettings | None = None,
-        max_record_bytes: int | None = None,
-        transaction_timeout_ms: int | None = None,
-        transactional_producers: int = 2,
-        record_timestamp: str = "send",
-        timeout_s: float = 30.0,
-        open_transaction_wait_s: float = OPEN_TRANSACTION_WAIT_S,
-    ) -> None:
-        props = KafkaProperties(producer_properties)
+    def __init__(self, config: KafkaEndpointConfig, *, codec: Codec | None = None,
+                 key_codec: KeyCodec | None = None,
+                 message_factory: MessageFactory | None = None,
+                 topic_resolver: TopicResolver | None = None) -> None:
+        if not isinstance(config, KafkaEndpointConfig):
+            raise ConfigError("KafkaSyncEndpoint takes a KafkaEndpointConfig (not "
+                              f"{type(config).__name__})")
+        named = {"codec", *REGISTRY_OPTIONS} & config.model_fields_set
+        if codec is not None and named:
+            raise ConfigError(f"a Codec object replaces the config's {', '.join(sorted(named))}"
+                              ": give one or the other")
+        if key_codec is not None and "key_codec" in config.model_fields_set:
+            raise ConfigError("a KeyCodec object replaces the config's key_codec: give one "
+                              "or the other")
+        self.config = config
         explicit: dict[str, str | int | bool] = {}
-        if bootstrap_servers:
-            explicit["bootstrap.servers"] = bootstrap_servers
-        if transaction_timeout_ms is not None:
-            explicit["transaction.timeout.ms"] = transaction_timeout_ms
-        if transactional_id is not None:
-            explicit["transactional.id"] = transactional_id
-        self._props = props.layered(
+        if config.bootstrap_servers:
+            explicit["bootstrap.servers"] = config.bootstrap_servers
+        if config.transaction_timeout_ms is not None:
+            explicit["transaction.timeout.ms"] = config.transaction_timeout_ms
+        if config.transactional_id is not None:
+            explicit["transactional.id"] = config.transactional_id
+        self._props = KafkaProperties(config.producer_properties).layered(
             {**PRODUCER_DEFAULTS, "transaction.timeout.ms": 60_000}, explicit)
         if "bootstrap.servers" not in self._props:
             raise ConfigError("the kafka endpoint needs bootstrap servers")
-        self.exactly_once = exactly_once
-        if transactional_producers not in (1, 2):
-            raise ConfigError("transactional_producers must be 1 or 2")
-        self.transactional_producers = transactional_producers
-        if record_timestamp not in RECORD_TIMESTAMPS:
-            raise ConfigError(f"record_timestamp must be one of {RECORD_TIMESTAMPS}")
-        self.record_timestamp = record_timestamp
-        self._commit_time = record_timestamp == "commit"
-        self.encoder = OperationEncoder(codec, key_codec, message_factory)
+        self.exactly_once = config.exactly_once
+        self.transactional_producers = config.transactional_producers
+        self._commit_time = config.record_timestamp == "commit"
+        value_codec = codec if codec is not None else create_codec(
+            config.codec, **(config.registry_options() if config.codec == "avro" else {}))
+        self.encoder = OperationEncoder(value_codec, key_codec or config.key_codec,
+                                        message_factory)
         self.resolver = topic_resolver or DefaultTopicResolver(
-            topic_property=topic_property, default_topic=default_topic)
-        self.policy = UndeliverablePolicy(on_undeliverable)
-        self._dead_letter_topic = dead_letter_topic
-        self.offsets_topic = offsets_topic
-        self.topics = topics or TopicSettings()
-        self._max_record_bytes = max_record_bytes or int(
+            topic_property=config.topic_property, default_topic=config.default_topic)
+        self.policy = config.on_undeliverable
+        self.offsets_topic = config.offsets_topic
+        self.topics = config.topics
+        self._max_record_bytes = config.max_record_bytes or int(
             self._props.get_str("message.max.bytes", "1000000") or 1_000_000)
-        self.timeout_s = timeout_s
-        self.open_transaction_wait_s = open_transaction_wait_s
+        self.timeout_s = config.timeout_s
+        self.open_transaction_wait_s = config.open_transaction_wait_s
         self.dead_lettered: Counter[str] = Counter()
         self.records_sent = 0
         self.mirror_name: str | None = None
@@ -149,7 +147,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
 
     @property
     def dead_letter_topic(self) -> str:
-        return self._dead_letter_topic or f"gridstream-mirror-{self.mirror_name}-dlq"
+        return self.config.dead_letter_topic or f"gridstream-mirror-{self.mirror_name}-dlq"
 
     @property
     def transactional_id(self) -> str:
@@ -260,7 +258,7 @@ class KafkaSyncEndpoint(SyncEndpoint):
 
     def _topic_spec(self, topic: str) -> TopicSpec:
         return TopicSpec(topic, self.topics.partitions, self.topics.replication_factor,
-                         dict(self.topics.config or {}))
+                         dict(self.topics.config))
 
     def _limit(self, topic: str) -> int:
         limit = self._limits.get(topic)

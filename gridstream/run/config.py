@@ -61,9 +61,10 @@ from pydantic import (
 )
 
 from gridstream._config import StrictModel, comma_separated, importance
-from gridstream.connect.config import ConnectorConfig, secret_properties
+from gridstream.connect.config import ConnectorConfig
 from gridstream.errors import ConfigError
 from gridstream.feeds.config import FeedConfig
+from gridstream.kafka.config import secret_properties
 
 __all__ = ["RunFile", "build_api_jobs", "build_connectors", "build_feeds",
            "load_config", "run_config"]

@@ -17,7 +17,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from gridstream.errors import MirrorError
-from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint, Mirror
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import Operation, OpType, PropertySpec, TypeDescriptor
 from gridstream.protocol.avro import AvroCodec, envelope_of_record
@@ -77,7 +77,8 @@ def test_confluent_avro_deserializer_reads_the_mirrors_values(
     log.append([Operation(OpType.PARTIAL_UPDATE, account.name, "a-3", 0,
                           {"id": "a-3", "n": 99}, 1, 0)])
     codec = AvroCodec(schema_registry_url=registry_url, subject_strategy=strategy)
-    mirror = Mirror(log, KafkaSyncEndpoint(kafka_bootstrap, codec=codec),
+    mirror = Mirror(log, KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers=kafka_bootstrap),
+                                      codec=codec),
                     name=f"it-{uuid.uuid4().hex[:8]}")
     while mirror.run_once():
         pass
@@ -121,9 +122,9 @@ def test_an_incompatible_schema_follows_the_mirrors_policy(
 
     def mirror(policy: str) -> Mirror:
         codec = AvroCodec(schema_registry_url=registry_url, subject_strategy="topic")
-        return Mirror(log, KafkaSyncEndpoint(kafka_bootstrap, codec=codec,
-                                             on_undeliverable=policy,
-                                             dead_letter_topic=f"{topic}-dlq"),
+        return Mirror(log, KafkaSyncEndpoint(KafkaEndpointConfig(
+            bootstrap_servers=kafka_bootstrap, on_undeliverable=policy,
+            dead_letter_topic=f"{topic}-dlq"), codec=codec),
                       name=f"it-{uuid.uuid4().hex[:8]}")
 
     failing = mirror("fail")
@@ -152,7 +153,8 @@ def test_an_unreachable_registry_fails_the_batch_as_retriable(
     codec = AvroCodec(schema_registry_url="http://user:pw-5@127.0.0.1:9/apis/ccompat/v7",
                       subject_strategy="topic")
     for exactly_once in (True, False):
-        endpoint = KafkaSyncEndpoint(kafka_bootstrap, codec=codec, exactly_once=exactly_once)
+        endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(
+            bootstrap_servers=kafka_bootstrap, exactly_once=exactly_once), codec=codec)
         endpoint.open(f"it-{uuid.uuid4().hex[:8]}")
         try:
             with pytest.raises(EndpointError, match="127.0.0.1:9/apis") as caught:

@@ -11,9 +11,10 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from gridstream.consumer import OffsetOutOfRangeError, OperationConsumer, OperationRecord
-from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror import Mirror
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import PropertySpec, TypeDescriptor
+from tests.integration.support.mirror_helpers import kafka_endpoint
 
 MakeTopic = Callable[..., str]
 
@@ -23,7 +24,7 @@ def _fill(kafka_bootstrap: str, topic: str, n: int) -> None:
                                       fixed=(PropertySpec("id", "str"),))])
     for i in range(n):
         log.write("Row", str(i), {"id": str(i)})
-    mirror = Mirror(log, KafkaSyncEndpoint(kafka_bootstrap), name=f"it-{uuid.uuid4().hex[:8]}")
+    mirror = Mirror(log, kafka_endpoint(kafka_bootstrap), name=f"it-{uuid.uuid4().hex[:8]}")
     while mirror.run_once():
         pass
     mirror.stop()

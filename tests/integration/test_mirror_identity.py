@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 from gridstream.errors import MirrorError
-from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror import Mirror
 from gridstream.model import SpaceDocument
 from gridstream.operations import TypeDescriptor
 from gridstream.space import Space
+from tests.integration.support.mirror_helpers import kafka_endpoint
 
 
 def _mirror_once(space: Space, bootstrap: str, name: str) -> None:
-    mirror = Mirror(space, KafkaSyncEndpoint(bootstrap), name=name)
+    mirror = Mirror(space, kafka_endpoint(bootstrap), name=name)
     mirror.start()
     assert mirror.wait_for(space.next_seq, timeout_s=60)
     mirror.stop()
@@ -38,7 +39,7 @@ def test_a_new_log_under_an_old_mirror_name_is_refused(
     with _space(tmp_path / "first", topic, 5) as first:
         _mirror_once(first, kafka_bootstrap, name)
     with _space(tmp_path / "second", topic, 7) as second:  # past the old position too
-        mirror = Mirror(second, KafkaSyncEndpoint(kafka_bootstrap), name=name)
+        mirror = Mirror(second, kafka_endpoint(kafka_bootstrap), name=name)
         with pytest.raises(MirrorError, match="holds a position .* for another operation log"):
             mirror.open()
         mirror.stop()
@@ -52,6 +53,6 @@ def test_the_same_log_resumes_under_its_name(
         _mirror_once(space, kafka_bootstrap, name)
     with Space.embedded("identity", data_dir=tmp_path / "space") as space:
         space.write(SpaceDocument("Item", {"id": "late", "n": 9}))
-        mirror = Mirror(space, KafkaSyncEndpoint(kafka_bootstrap), name=name)
+        mirror = Mirror(space, kafka_endpoint(kafka_bootstrap), name=name)
         assert mirror.open() == 4
         mirror.stop()

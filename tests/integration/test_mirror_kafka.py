@@ -10,7 +10,7 @@ import pytest
 
 from gridstream.consumer import OperationConsumer, OperationRecord
 from gridstream.errors import KafkaClientError
-from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint, Mirror
 from gridstream.mirror.kafka import committed_position
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import PropertySpec, TypeDescriptor
@@ -19,6 +19,7 @@ from gridstream.reconcile.readers import from_records
 from tests.integration.support.mirror_helpers import (
     assert_exactly_once,
     consume_all,
+    kafka_endpoint,
     random_workload,
 )
 
@@ -45,7 +46,7 @@ def test_each_operation_exactly_once_in_entity_order(kafka_bootstrap: str,
     topic = topic_factory(3)
     log = InMemoryLog([_type(topic)])
     bulks = random_workload(log, "Account", 3000)
-    mirror = Mirror(log, KafkaSyncEndpoint(kafka_bootstrap), name=_name(),
+    mirror = Mirror(log, kafka_endpoint(kafka_bootstrap), name=_name(),
                     max_batch_operations=250, max_batch_ms=0)
     _drain(mirror)
     mirror.stop()
@@ -67,7 +68,7 @@ def test_the_content_checks_fail_when_one_value_differs(kafka_bootstrap: str,
     topic = topic_factory(2)
     log = InMemoryLog([_type(topic)])
     bulks = random_workload(log, "Account", 200)
-    mirror = Mirror(log, KafkaSyncEndpoint(kafka_bootstrap), name=_name())
+    mirror = Mirror(log, kafka_endpoint(kafka_bootstrap), name=_name())
     _drain(mirror)
     mirror.stop()
     records = consume_all(kafka_bootstrap, [topic], 200)
@@ -98,20 +99,20 @@ def test_restart_and_crash_between_commit_and_ack_deliver_once(
     log = InMemoryLog([_type(topic)])
     bulks = random_workload(log, "Account", 1200)
     name = _name()
-    first = Mirror(log, KafkaSyncEndpoint(kafka_bootstrap), name=name, max_batch_operations=100)
+    first = Mirror(log, kafka_endpoint(kafka_bootstrap), name=name, max_batch_operations=100)
     for _ in range(4):
         first.run_once()
     first.stop()
     # a batch committed to Kafka whose log acknowledgement never happened (crash)
     acked = log.acks[name]
-    endpoint = KafkaSyncEndpoint(kafka_bootstrap)
+    endpoint = kafka_endpoint(kafka_bootstrap)
     endpoint.open(name)
     crashed = log.read(acked, 100)
     endpoint.write_batch(crashed, log.types())
     endpoint.close()
     assert committed_position(kafka_bootstrap, name) == crashed[-1].next_seq
     assert log.acks[name] == acked
-    second = Mirror(log, KafkaSyncEndpoint(kafka_bootstrap), name=name)
+    second = Mirror(log, kafka_endpoint(kafka_bootstrap), name=name)
     assert second.open() == crashed[-1].next_seq
     _drain(second)
     second.stop()
@@ -125,9 +126,9 @@ def test_a_restarted_mirror_fences_its_zombie(kafka_bootstrap: str,
     log = InMemoryLog([_type(topic)])
     log.write("Account", "a", {"id": "a"})
     name = _name()
-    zombie = KafkaSyncEndpoint(kafka_bootstrap)
+    zombie = kafka_endpoint(kafka_bootstrap)
     zombie.open(name)
-    successor = KafkaSyncEndpoint(kafka_bootstrap)
+    successor = kafka_endpoint(kafka_bootstrap)
     successor.open(name)
     with pytest.raises(KafkaClientError) as raised:
         zombie.write_batch(log.read(0, 10), log.types())
@@ -144,7 +145,8 @@ def test_other_codecs_reach_the_consumer(kafka_bootstrap: str, topic_factory: Ma
     topic = topic_factory(2)
     log = InMemoryLog([_type(topic)])
     bulks = random_workload(log, "Account", 300)
-    mirror = Mirror(log, KafkaSyncEndpoint(kafka_bootstrap, codec=codec), name=_name())
+    mirror = Mirror(log, KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers=kafka_bootstrap,
+                                                                codec=codec)), name=_name())
     _drain(mirror)
     mirror.stop()
     records = consume_all(kafka_bootstrap, [topic], 300, types=log.types())
@@ -157,7 +159,8 @@ def test_at_least_once_mode_delivers_without_transactions(kafka_bootstrap: str,
     topic = topic_factory(3)
     log = InMemoryLog([_type(topic)])
     bulks = random_workload(log, "Account", 500)
-    endpoint = KafkaSyncEndpoint(kafka_bootstrap, exactly_once=False)
+    endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers=kafka_bootstrap,
+                                                     exactly_once=False))
     mirror = Mirror(log, endpoint, name=_name())
     _drain(mirror)
     assert endpoint.position() is None
@@ -172,7 +175,7 @@ def test_consumer_commits_only_when_told(kafka_bootstrap: str,
     log = InMemoryLog([_type(topic)])
     for i in range(10):
         log.write("Account", str(i), {"id": str(i)})
-    mirror = Mirror(log, KafkaSyncEndpoint(kafka_bootstrap), name=_name())
+    mirror = Mirror(log, kafka_endpoint(kafka_bootstrap), name=_name())
     _drain(mirror)
     mirror.stop()
     group = f"gs-test-{uuid.uuid4().hex[:8]}"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gridstream.errors import EndpointError
-from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint, Mirror
 from gridstream.mirror.kafka import committed_position
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import PropertySpec, TypeDescriptor
@@ -58,7 +58,8 @@ def test_a_mirror_resumes_past_another_mirrors_open_transaction(
     name = f"it-b-{uuid.uuid4().hex[:8]}"
 
     def endpoint(**options: float) -> KafkaSyncEndpoint:
-        return KafkaSyncEndpoint(kafka_bootstrap, offsets_topic=offsets, **options)
+        return KafkaSyncEndpoint(KafkaEndpointConfig(
+            bootstrap_servers=kafka_bootstrap, offsets_topic=offsets, **options))
 
     for i in range(10):
         log.write("Account", str(i), {"id": str(i)})

@@ -9,12 +9,18 @@ from typing import Any
 
 import pytest
 
-from gridstream.mirror import KafkaSyncEndpoint, Mirror, Reason, UndeliverableError
+from gridstream.mirror import (
+    KafkaEndpointConfig,
+    KafkaSyncEndpoint,
+    Mirror,
+    Reason,
+    UndeliverableError,
+)
 from gridstream.mirror.kafka import committed_position
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import Operation, OpType, TypeDescriptor
 from gridstream.protocol import OperationDecoder
-from tests.integration.support.mirror_helpers import consume_all
+from tests.integration.support.mirror_helpers import consume_all, kafka_endpoint
 
 MakeTopic = Callable[..., str]
 
@@ -47,7 +53,7 @@ def test_fail_policy_stops_with_a_clear_error(kafka_bootstrap: str, topic_factor
     topic, small = topic_factory(1), topic_factory(1, max_message_bytes=8192)
     log = _bad_log(topic, small, case)
     name = f"it-{uuid.uuid4().hex[:10]}"
-    mirror = Mirror(log, KafkaSyncEndpoint(kafka_bootstrap), name=name, max_batch_ms=0,
+    mirror = Mirror(log, kafka_endpoint(kafka_bootstrap), name=name, max_batch_ms=0,
                     max_batch_operations=1)
     assert mirror.run_once() == 1
     with pytest.raises(UndeliverableError) as raised:
@@ -65,8 +71,9 @@ def test_dead_letter_policy_sends_each_with_its_reason(kafka_bootstrap: str,
     topic, small, dlq = topic_factory(1), topic_factory(1, max_message_bytes=8192), \
         topic_factory(1)
     log = _bad_log(topic, small, *CASES)
-    endpoint = KafkaSyncEndpoint(kafka_bootstrap, on_undeliverable="dead_letter",
-                                 dead_letter_topic=dlq)
+    endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(
+        bootstrap_servers=kafka_bootstrap, on_undeliverable="dead_letter",
+        dead_letter_topic=dlq))
     name = f"it-{uuid.uuid4().hex[:10]}"
     mirror = Mirror(log, endpoint, name=name)
     while mirror.run_once():

@@ -8,11 +8,11 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror import Mirror
 from gridstream.model import SpaceDocument
 from gridstream.operations import TypeDescriptor
 from gridstream.space import Space
-from tests.integration.support.mirror_helpers import consume_all
+from tests.integration.support.mirror_helpers import consume_all, kafka_endpoint
 
 
 def _open(path: Path, **options: str) -> Space:
@@ -21,7 +21,7 @@ def _open(path: Path, **options: str) -> Space:
 
 
 def _mirror_once(space: Space, bootstrap: str, name: str) -> None:
-    mirror = Mirror(space, KafkaSyncEndpoint(bootstrap), name=name)
+    mirror = Mirror(space, kafka_endpoint(bootstrap), name=name)
     mirror.start()
     assert mirror.wait_for(space.next_seq, timeout_s=60)
     mirror.stop()

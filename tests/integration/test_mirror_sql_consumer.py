@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 from gridstream.consumer import OperationConsumer
-from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror import Mirror
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import OpType, PropertySpec, TypeDescriptor
 from gridstream.stores.sql import SqlStore, run_sql_consumer
-from tests.integration.support.mirror_helpers import random_workload
+from tests.integration.support.mirror_helpers import kafka_endpoint, random_workload
 
 MakeTopic = Callable[..., str]
 
@@ -41,7 +41,7 @@ def test_sql_store_converges_and_replays_are_harmless(kafka_bootstrap: str,
                                        PropertySpec("pad", "str")))
     log = InMemoryLog([descriptor])
     random_workload(log, "Account", 2000)
-    mirror = Mirror(log, KafkaSyncEndpoint(kafka_bootstrap), name=f"sql-{uuid.uuid4().hex[:8]}")
+    mirror = Mirror(log, kafka_endpoint(kafka_bootstrap), name=f"sql-{uuid.uuid4().hex[:8]}")
     while mirror.run_once():
         pass
     mirror.stop()

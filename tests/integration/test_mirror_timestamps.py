@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 
 from gridstream.consumer import OperationConsumer, OperationRecord
-from gridstream.mirror import KafkaSyncEndpoint, Mirror
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint, Mirror
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import PropertySpec, TypeDescriptor
 from gridstream.protocol import H_TS, header_value
@@ -33,7 +33,8 @@ def _old_log(topic: str, n: int, committed_ms: int) -> InMemoryLog:
 
 def _mirror_and_read(bootstrap: str, topic: str, log: InMemoryLog,
                      **options: str) -> list[OperationRecord]:
-    mirror = Mirror(log, KafkaSyncEndpoint(bootstrap, **options),  # type: ignore[arg-type]
+    mirror = Mirror(log, KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers=bootstrap,
+                                                            **options)),
                     name=f"it-{uuid.uuid4().hex[:8]}")
     while mirror.run_once():
         pass

@@ -38,8 +38,7 @@ def create_sink(config: SinkConfig, types: TypeRegistry) -> BatchSink:
     if isinstance(config, CassandraSinkConfig):
         return CassandraSink(config.cassandra, types)
     if isinstance(config, SqlSinkConfig):
-        return SqlSink(config.url, types, table_prefix=config.table_prefix,
-                       create_tables=config.create_tables)
+        return SqlSink(config, types)
     if isinstance(config, ParquetSinkConfig):
         return ParquetSink(config.path, compression=config.compression)
     if isinstance(config, DeltaSinkConfig):

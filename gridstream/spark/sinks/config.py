@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from gridstream._config import StrictModel
 from gridstream.stores.cassandra import CassandraConfig
+from gridstream.stores.sql.config import SqlStoreConfig
 
 __all__ = ["CassandraSinkConfig", "DeltaSinkConfig", "ParquetSinkConfig", "SinkConfig",
            "SqlSinkConfig"]
@@ -32,28 +33,11 @@ class CassandraSinkConfig(StrictModel):
         return values
 
 
-class SqlSinkConfig(StrictModel):
-    """``kind = "sql"``: ``url`` is ``sqlite:///path.db`` or ``postgresql://...``."""
+class SqlSinkConfig(SqlStoreConfig):
+    """``kind = "sql"``; every other key is a ``SqlStoreConfig`` option."""
 
     kind: Literal["sql"] = "sql"
     """``sql``: one table per type in SQLite or PostgreSQL, current state and tombstones."""
-    url: SecretStr
-    """The database: ``sqlite:///relative.db``, ``sqlite:////absolute.db`` or
-    ``postgresql://user:pw@host/db``; kept secret (never printed)."""
-    table_prefix: str = ""
-    """Starts every type's table name (``shop.Order`` → prefix + ``shop_Order``); stores
-    with other prefixes on the same database never share a table."""
-    create_tables: bool = True
-    """Create a type's table when it is first needed; ``false``: each type's table must
-    exist already (the ``gs_tables`` registry is still created)."""
-
-    @field_validator("url")
-    @classmethod
-    def _scheme(cls, value: SecretStr) -> SecretStr:
-        scheme = value.get_secret_value().split("://", 1)[0].split("+", 1)[0]
-        if scheme not in ("sqlite", "postgresql", "postgres"):
-            raise ValueError("url must start with sqlite:/// or postgresql://")
-        return value
 
 
 class ParquetSinkConfig(StrictModel):

@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from pydantic import SecretStr
-
 from gridstream.fold import OpRow
 from gridstream.spark.sinks.base import BatchSink, SinkResult
 from gridstream.spark.types import TypeRegistry
-from gridstream.stores.sql import SqlStore
+from gridstream.stores.sql import SqlStore, SqlStoreConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -29,11 +27,9 @@ class SqlSink(BatchSink):
 
     kind = "sql"
 
-    def __init__(self, url: str | SecretStr, types: TypeRegistry, *, table_prefix: str = "",
-                 create_tables: bool = True) -> None:
+    def __init__(self, config: SqlStoreConfig, types: TypeRegistry) -> None:
         self.types = types
-        self.store = SqlStore(url, types=types.declared, table_prefix=table_prefix,
-                              create_tables=create_tables)
+        self.store = SqlStore(config, types=types.declared)
 
     def describe(self) -> str:
         return f"sql {self.store.describe()}"

@@ -7,8 +7,9 @@ Used by the SQL consumer (``run_sql_consumer``) and the Spark store feeds'
 
 from __future__ import annotations
 
+from gridstream.stores.sql.config import SqlStoreConfig
 from gridstream.stores.sql.consumer import run_sql_consumer
 from gridstream.stores.sql.store import ApplyResult, Batch, SqlStore, StoredRow, group, op_row
 
-__all__ = ["ApplyResult", "Batch", "SqlStore", "StoredRow", "group", "op_row",
-           "run_sql_consumer"]
+__all__ = ["ApplyResult", "Batch", "SqlStore", "SqlStoreConfig", "StoredRow", "group",
+           "op_row", "run_sql_consumer"]

@@ -27,11 +27,11 @@ from typing import Any
 
 import orjson
 import sqlalchemy as sa
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from gridstream.errors import StoreError
+from gridstream.errors import ConfigError, StoreError
 from gridstream.fold import EntityState, OpRow, fold, op_row
 from gridstream.operations import TypeDescriptor
 from gridstream.protocol import Envelope
@@ -47,6 +47,7 @@ from gridstream.stores.sql._schema import (
     registry_table,
     state_table,
 )
+from gridstream.stores.sql.config import SCOPE, SqlStoreConfig
 
 __all__ = ["ApplyResult", "Batch", "SqlStore", "StoredRow", "group", "op_row"]
 
@@ -58,7 +59,7 @@ _DDL_LOCK = 0x6773_7461_626C_6573
 """The PostgreSQL advisory lock (transaction-scoped) that writers take before looking for
 a table they may create: two writers starting at once would otherwise both miss it, and
 the second's CREATE TABLE fail once the first commits."""
-_SCOPE = "\x1f"
+_SCOPE = SCOPE
 """Starts and ends the table prefix in a ``gs_tables`` key: a prefixed store records
 ``<SCOPE><prefix><SCOPE><type>``, an unprefixed one the plain type name. Every store of
 a database allocates against all records, so no two share a table, and a type is
@@ -97,21 +98,25 @@ def group(envelopes: Iterable[Envelope]) -> dict[str, dict[str, list[OpRow]]]:
 
 class SqlStore:
     """A SQLite (``sqlite:///file.db``) or PostgreSQL (``postgresql://...``) store; see
-    the module docstring. ``types`` gives each declared type's fixed properties (an
-    unset one becomes null rather than disappearing); ``table_prefix`` starts every
-    type's table name; with ``create_tables`` off a type's table must exist already.
-    Connects on first use; thread-safe."""
+    the module docstring. Its options are ``SqlStoreConfig``'s (a URL alone: the
+    defaults of the rest). ``types`` gives each declared type's fixed properties (an
+    unset one becomes null rather than disappearing). Connects on first use;
+    thread-safe."""
 
-    def __init__(self, url: str | SecretStr, *, types: Mapping[str, TypeDescriptor] | None = None,
-                 table_prefix: str = "", create_tables: bool = True) -> None:
-        if _SCOPE in table_prefix:
-            raise StoreError("a table prefix cannot contain the character U+001F")
-        self._url = url if isinstance(url, SecretStr) else SecretStr(url)
+    def __init__(self, config: SqlStoreConfig | str | SecretStr, *,
+                 types: Mapping[str, TypeDescriptor] | None = None) -> None:
+        if not isinstance(config, SqlStoreConfig):
+            try:
+                config = SqlStoreConfig.model_validate({"url": config})
+            except ValidationError as exc:
+                raise ConfigError(f"invalid SQL store: {exc}") from None
+        self.config = config
+        self._url = config.url
         self._engine = create_engine(self._url.get_secret_value())
         self.dialect = self._engine.dialect.name
         self.types = dict(types or {})
-        self.table_prefix = table_prefix
-        self.create_tables = create_tables
+        self.table_prefix = config.table_prefix
+        self.create_tables = config.create_tables
         self._metadata = sa.MetaData()
         self._registry = SqlTableRegistry(registry_table(self._metadata))
         self._converter = DefaultTableNameConverter()

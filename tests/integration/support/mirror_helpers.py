@@ -8,11 +8,19 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gridstream.consumer import OperationConsumer, OperationRecord
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint
 from gridstream.mirror.testing import InMemoryLog
 from gridstream.operations import Bulk, Operation, OpType, TypeDescriptor
 from gridstream.reconcile import canonical_entity, first_difference, show
+
+
+def kafka_endpoint(bootstrap: str, **options: Any) -> KafkaSyncEndpoint:
+    """The mirror's Kafka endpoint on ``bootstrap`` with ``options``
+    (``KafkaEndpointConfig``'s)."""
+    return KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers=bootstrap, **options))
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from gridstream.consumer import OperationConsumer, UndecodableRecordError
 from gridstream.errors import ConfigError
 from gridstream.kafka import KafkaProperties, redact
-from gridstream.mirror import KafkaSyncEndpoint
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint
 from gridstream.mirror.cli import _properties, build_parser
 from gridstream.operations import OpType
 from gridstream.protocol import Envelope, create_codec
@@ -21,7 +22,8 @@ SECRET = "hunter2-do-not-print"
 def test_secrets_never_appear_in_reprs() -> None:
     props = {"sasl.password": SECRET, "sasl.username": "u", "ssl.key.password": SECRET,
              "sasl.oauthbearer.client.secret": SECRET}
-    endpoint = KafkaSyncEndpoint("127.0.0.1:1", producer_properties=props)
+    endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers="127.0.0.1:1",
+                                                     producer_properties=props))
     consumer = OperationConsumer("127.0.0.1:1", topics=["t"], group_id="g",
                                  consumer_properties=props)
     for text in (repr(endpoint), repr(consumer), repr(KafkaProperties(props)),
@@ -31,28 +33,31 @@ def test_secrets_never_appear_in_reprs() -> None:
 
 
 def test_defaults_are_safe_and_explicit_fields_win() -> None:
-    endpoint = KafkaSyncEndpoint("explicit:9092", producer_properties={
-        "bootstrap.servers": "ignored:9092", "compression.type": "zstd", "linger.ms": 20})
+    endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(
+        bootstrap_servers="explicit:9092", producer_properties={
+            "bootstrap.servers": "ignored:9092", "compression.type": "zstd", "linger.ms": 20}))
     config = endpoint._props.client_config()
     assert config["bootstrap.servers"] == "explicit:9092"
     assert config["acks"] == "all" and config["enable.idempotence"] is True
     assert (config["compression.type"], config["linger.ms"]) == ("zstd", 20)
     with pytest.raises(ConfigError):
-        KafkaSyncEndpoint()
+        KafkaSyncEndpoint(KafkaEndpointConfig())
 
 
 def test_transactional_id_is_stable_per_mirror_unless_named() -> None:
-    endpoint = KafkaSyncEndpoint("b:9092")
+    endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers="b:9092"))
     endpoint.mirror_name = "orders"
     assert endpoint.transactional_id == "gridstream-mirror-orders"
-    named = KafkaSyncEndpoint("b:9092", producer_properties={"transactional.id": "p"},
-                              transactional_id="explicit", transaction_timeout_ms=9000)
+    named = KafkaSyncEndpoint(KafkaEndpointConfig(
+        bootstrap_servers="b:9092", producer_properties={"transactional.id": "p"},
+        transactional_id="explicit", transaction_timeout_ms=9000))
     assert named.transactional_id == "explicit"
     assert named.transactional_ids == ("explicit", "explicit.1")
-    single = KafkaSyncEndpoint("b:9092", transactional_id="one", transactional_producers=1)
+    single = KafkaSyncEndpoint(KafkaEndpointConfig(
+        bootstrap_servers="b:9092", transactional_id="one", transactional_producers=1))
     assert single.transactional_ids == ("one",)
-    with pytest.raises(ConfigError):
-        KafkaSyncEndpoint("b:9092", transactional_producers=3)
+    with pytest.raises(ValidationError):
+        KafkaEndpointConfig(bootstrap_servers="b:9092", transactional_producers=3)
     assert named._props["transaction.timeout.ms"] == 9000
 
 
@@ -120,3 +125,33 @@ def test_mirror_command_line() -> None:
         ("m", "at-least-once", {"linger.ms": "7"})
     with pytest.raises(ConfigError):
         _properties(["novalue"])
+
+
+def test_the_endpoints_options_are_one_strict_model() -> None:
+    with pytest.raises(ValidationError, match="bootstrap_server"):
+        KafkaEndpointConfig(bootstrap_server="b:9092")  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="only used with codec 'avro'"):
+        KafkaEndpointConfig(bootstrap_servers="b:9092", subject_strategy="topic")
+    with pytest.raises(ValidationError, match="only used with schema_registry_url"):
+        KafkaEndpointConfig.model_validate({"codec": "avro", "basic.auth.user.info": "u:p"})
+    with pytest.raises(ValidationError, match="greater than 0"):
+        KafkaEndpointConfig(bootstrap_servers="b:9092", timeout_s=0)
+    with pytest.raises(ConfigError, match="takes a KafkaEndpointConfig"):
+        KafkaSyncEndpoint("b:9092")  # type: ignore[arg-type]
+    config = KafkaEndpointConfig.model_validate({
+        "bootstrap.servers": "b:9092", "codec": "avro",
+        "schema.registry.url": f"http://u:{SECRET}@127.0.0.1:1",
+        "producer_properties": {"sasl.password": SECRET}})
+    assert SECRET not in repr(config) and SECRET not in str(config)
+    assert config.registry_options()["schema_registry_url"].endswith("@127.0.0.1:1")
+
+
+def test_a_codec_object_replaces_the_configs_codec_but_never_silently() -> None:
+    codec = create_codec("msgpack")
+    endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers="b:9092"), codec=codec)
+    assert endpoint.encoder.codec is codec
+    assert type(KafkaSyncEndpoint(KafkaEndpointConfig(
+        bootstrap_servers="b:9092", codec="msgpack")).encoder.codec) is type(codec)
+    with pytest.raises(ConfigError, match="replaces the config's codec"):
+        KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers="b:9092", codec="json"),
+                          codec=codec)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gridstream.mirror import KafkaSyncEndpoint, UndeliverableError
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint, UndeliverableError
 from gridstream.mirror._dead_letter import DeadLetters
 from gridstream.mirror._offsets import decode_position
 from gridstream.mirror._producers import Producers
@@ -45,8 +45,11 @@ class ByType(TopicResolver):
 
 
 def _endpoint(*, general: bool, policy: str = "dead_letter", **options: Any) -> KafkaSyncEndpoint:
-    endpoint = KafkaSyncEndpoint("127.0.0.1:1", on_undeliverable=policy, dead_letter_topic="dlq",
-                                 message_factory=PlainFactory() if general else None, **options)
+    resolver = options.pop("topic_resolver", None)
+    endpoint = KafkaSyncEndpoint(
+        KafkaEndpointConfig(bootstrap_servers="127.0.0.1:1", on_undeliverable=policy,
+                            dead_letter_topic="dlq", **options),
+        message_factory=PlainFactory() if general else None, topic_resolver=resolver)
     endpoint.mirror_name = "m"
     endpoint._limits.update(LIMITS)
     endpoint._admin = object()  # topics are all known: never used

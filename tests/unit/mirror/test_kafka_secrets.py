@@ -15,7 +15,7 @@ from gridstream.errors import ConfigError, GridstreamError
 from gridstream.kafka import KafkaProperties, kafka_error, redact
 from gridstream.kafka.config import is_secret
 from gridstream.kafka.sources import parse_properties, properties_from_env
-from gridstream.mirror import KafkaSyncEndpoint
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint
 from gridstream.mirror.cli import build_parser, kafka_properties
 
 SECRET = "s3cr3t-value-never-printed"
@@ -39,7 +39,8 @@ PUBLIC_PROPERTIES = ["ssl.certificate.pem", "sasl.username", "bootstrap.servers"
 def test_secret_properties_never_print(name: str) -> None:
     assert is_secret(name)
     props = {name: SECRET, "sasl.username": "u"}
-    endpoint = KafkaSyncEndpoint("127.0.0.1:1", producer_properties=props)
+    endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers="127.0.0.1:1",
+                                                     producer_properties=props))
     consumer = OperationConsumer("127.0.0.1:1", topics=["t"], group_id="g",
                                  consumer_properties=props)
     kp = KafkaProperties(props)
@@ -65,8 +66,9 @@ def test_client_errors_quoting_a_secret_are_scrubbed(name: str) -> None:
 
 
 def test_invalid_secret_config_raises_without_the_value() -> None:
-    endpoint = KafkaSyncEndpoint("127.0.0.1:1", producer_properties={
-        "ssl.key.pem": SECRET, "security.protocol": "ssl"})
+    endpoint = KafkaSyncEndpoint(KafkaEndpointConfig(
+        bootstrap_servers="127.0.0.1:1", producer_properties={
+            "ssl.key.pem": SECRET, "security.protocol": "ssl"}))
     with pytest.raises(GridstreamError) as raised:
         endpoint._open_producers()
     assert SECRET not in str(raised.value)
@@ -155,7 +157,7 @@ def test_a_malformed_property_on_the_command_line_is_not_quoted() -> None:
 
 
 def test_mirror_cli_takes_the_registry_out_of_the_producer_properties(tmp_path: Path) -> None:
-    from gridstream.mirror.cli import codec_of
+    from gridstream.mirror.cli import endpoint_config
     from gridstream.protocol.avro import AvroCodec, RegistrySchemas
 
     path = tmp_path / "kafka.properties"
@@ -164,15 +166,21 @@ def test_mirror_cli_takes_the_registry_out_of_the_producer_properties(tmp_path: 
     args: Any = build_parser().parse_args(["--data-dir", "d", "--name", "m", "--codec", "avro",
                                            "--kafka-properties", str(path),
                                            "--subject-strategy", "topic"])
-    codec, props = codec_of(args, kafka_properties(args, {}))
+    config = endpoint_config(args, kafka_properties(args, {}))
+    endpoint = KafkaSyncEndpoint(config)
+    codec = endpoint.encoder.codec
     assert isinstance(codec, AvroCodec) and isinstance(codec.registry, RegistrySchemas)
     assert codec.subject_strategy == "topic"
-    assert props.client_config() == {"linger.ms": "1"}
-    assert SECRET not in repr(codec)
+    assert endpoint._props.client_config()["linger.ms"] == "1"
+    assert not {"schema.registry.url", "basic.auth.user.info"} & set(
+        endpoint._props.client_config())
+    for text in (repr(codec), repr(config), str(config), repr(endpoint)):
+        assert SECRET not in text
     json_args: Any = build_parser().parse_args(["--data-dir", "d", "--name", "m",
                                                 "--kafka-properties", str(path)])
-    with pytest.raises(ConfigError, match="only used with --codec avro"):
-        codec_of(json_args, kafka_properties(json_args, {}))
+    with pytest.raises(ConfigError, match="only used with codec 'avro'") as raised:
+        endpoint_config(json_args, kafka_properties(json_args, {}))
+    assert SECRET not in str(raised.value)
     local: Any = build_parser().parse_args(["--data-dir", "d", "--name", "m", "--codec", "avro"])
-    codec, _ = codec_of(local, kafka_properties(local, {}))
+    codec = KafkaSyncEndpoint(endpoint_config(local, kafka_properties(local, {}))).encoder.codec
     assert isinstance(codec, AvroCodec) and not isinstance(codec.registry, RegistrySchemas)

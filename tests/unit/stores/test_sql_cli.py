@@ -9,7 +9,7 @@ import pytest
 from gridstream.cli import main
 from gridstream.operations import OpType
 from gridstream.protocol import Envelope
-from gridstream.stores.sql import SqlStore
+from gridstream.stores.sql import SqlStore, SqlStoreConfig
 
 
 def _env(op: OpType, version: int, entity: str) -> Envelope:
@@ -56,7 +56,7 @@ def test_purge_takes_the_url_from_the_environment(
 def test_purge_with_the_store_s_table_prefix(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    with SqlStore(url, table_prefix="p_") as store:
+    with SqlStore(SqlStoreConfig(url=url, table_prefix="p_")) as store:
         store.apply([_env(OpType.WRITE, 1, "a"), _env(OpType.REMOVE, 2, "a")])
     assert main(["sql", "purge-tombstones", "--url", url, "--type", "shop.Order",
                  "--below-version", "10"]) == 0

@@ -13,6 +13,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from gridstream.errors import CodecError, ConfigError, StoreError
 from gridstream.fold import OpRow
@@ -22,7 +23,7 @@ from gridstream.protocol import Envelope
 from gridstream.protocol.values import restore
 from gridstream.space import Space
 from gridstream.space._change import Change
-from gridstream.stores.sql import SqlStore
+from gridstream.stores.sql import SqlStore, SqlStoreConfig
 from tests.unit.space.models import Address, Person
 
 ITEM = TypeDescriptor(name="shop.Item", id_property="id",
@@ -187,15 +188,15 @@ def test_distinct_type_names_get_distinct_tables_across_restarts(tmp_path: Path)
 
 def test_stores_with_other_table_prefixes_never_share_a_table(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
-    first = SqlStore(url, table_prefix="a_")
+    first = SqlStore(SqlStoreConfig(url=url, table_prefix="a_"))
     first.apply([_env(OpType.WRITE, 5, {"by": "a"})])
-    second = SqlStore(url, table_prefix="b_")
+    second = SqlStore(SqlStoreConfig(url=url, table_prefix="b_"))
     assert second.apply([_env(OpType.WRITE, 3, {"by": "b"})]).applied == 1
     assert second.table_name("shop.Item") == "b_shop_Item"
     assert (_data(first), _data(second)) == ({"by": "a"}, {"by": "b"})
     # a prefix and a type that spell another store's table ("a_" + "b.x", "a_b_" + "x")
     first.apply([_env(OpType.WRITE, 1, {"by": "a"}, type_name="b.x")])
-    third = SqlStore(url, table_prefix="a_b_")
+    third = SqlStore(SqlStoreConfig(url=url, table_prefix="a_b_"))
     third.apply([_env(OpType.WRITE, 1, {"by": "a_b"}, type_name="x")])
     assert third.table_name("x") != first.table_name("b.x")
     assert (_data(first, type_name="b.x"), _data(third, type_name="x")) == \
@@ -203,7 +204,7 @@ def test_stores_with_other_table_prefixes_never_share_a_table(tmp_path: Path) ->
     plain = SqlStore(url)
     assert plain.tables() == {} and plain.get("shop.Item", "a") is None
     assert first.tables() == {"shop.Item": "a_shop_Item", "b.x": "a_b_x"}
-    again = SqlStore(url, table_prefix="b_")  # across restarts
+    again = SqlStore(SqlStoreConfig(url=url, table_prefix="b_"))  # across restarts
     assert again.tables() == {"shop.Item": "b_shop_Item"} and _data(again) == {"by": "b"}
 
 
@@ -215,7 +216,7 @@ def test_a_table_of_another_layout_is_refused(tmp_path: Path) -> None:
 
 
 def test_create_tables_off_needs_the_table() -> None:
-    store = SqlStore("sqlite:///:memory:", create_tables=False)
+    store = SqlStore(SqlStoreConfig(url="sqlite:///:memory:", create_tables=False))
     with pytest.raises(StoreError, match="create_tables is off"):
         store.apply([_env(OpType.WRITE, 1, {"qty": 1})])
 
@@ -265,3 +266,14 @@ def test_the_stored_data_is_wire_json_text(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "s.db") as conn:
         (text,) = conn.execute('SELECT data FROM "shop_Item"').fetchone()
     assert orjson.loads(text) == {"qty": 1, "at": "2024-01-02"}
+
+
+def test_the_stores_options_are_checked_without_showing_the_url() -> None:
+    with pytest.raises(ValidationError, match="U\\+001F"):
+        SqlStoreConfig.model_validate({"url": "sqlite:///:memory:", "table_prefix": "a\x1fb"})
+    with pytest.raises(ConfigError, match="sqlite:/// or postgresql://") as failed:
+        SqlStore("mysql://app:s3cret@127.0.0.1/db")
+    assert "s3cret" not in str(failed.value)
+    store = SqlStore(SqlStoreConfig.model_validate({"url": "sqlite:///:memory:",
+                                                    "table_prefix": "p_"}))
+    assert (store.table_prefix, store.create_tables) == ("p_", True)
