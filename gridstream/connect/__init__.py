@@ -22,6 +22,8 @@ from gridstream.connect.config import (
 from gridstream.errors import ConnectorError
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
     from gridstream.space import Space
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "SourceConnectorConfig",
     "TransformConfig",
     "build_connector",
+    "change_stream",
 ]
 
 
@@ -58,3 +61,17 @@ def build_connector(config: SourceConnectorConfig | SinkConnectorConfig, *,
     if not isinstance(connector, Connector):
         raise ConnectorError(f"{module}.{cls} is not a Connector")
     return connector
+
+
+def change_stream(spark: SparkSession, config: SourceConnectorConfig,
+                  allowed_modules: Sequence[str]) -> DataFrame:
+    """The source connector's change rows of ``config``'s caches as a streaming DataFrame
+    (its Python data source, ``gridstream-grid``: positions in the query's checkpoint,
+    snapshots, discovery, lost positions), for a flow that reads a grid's changes without
+    the connector's Kafka half (the pipeline API's ``GridSources.changes``). Its columns
+    are the data source's (``gridstream.connect.source.datasource``)."""
+    from gridstream.connect.source.datasource import FORMAT, GridSourceDataSource, source_options
+
+    spark.dataSource.register(GridSourceDataSource)
+    return (spark.readStream.format(FORMAT)
+            .options(**source_options(config, allowed_modules)).load())

@@ -1,9 +1,10 @@
 """``GridSources.changes``: a grid's change streams as a pipeline source.
 
 The rows come from the source connector's Python data source (``gridstream-grid``,
-``gridstream.connect.source``): its planner (offsets per cache in the Spark checkpoint,
-snapshots under it, cache discovery, lost positions), its reader and its JSON converter
-(keys and values as JSON bytes, the change's version in the ``gs.version`` header). This
+through ``gridstream.connect.change_stream``, the connector's public entry): its planner
+(offsets per cache in the Spark checkpoint, snapshots under it, cache discovery, lost
+positions), its reader and its JSON converter (keys and values as JSON bytes, the
+change's version in the ``gs.version`` header). This
 module only chooses the connector options and turns each row into the item
 ``{"cache", "key", "value", "version", "op"}`` (the flow's Python ``decode`` head).
 
@@ -25,10 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from gridstream.connect.config import (
-    FailoverPolicy,
-    SourceConnectorConfig,
-)
+from gridstream.connect import FailoverPolicy, SourceConnectorConfig, change_stream
 from gridstream.errors import CodecError, ConfigError
 from gridstream.grid.settings import GridSettings, HazelcastGridSettings
 from gridstream.grid.values import decode_key, loads
@@ -136,14 +134,9 @@ class GridChangesSource(Source):
         import pyspark.sql.functions as F
 
         from gridstream.allowlist import allowed_modules
-        from gridstream.connect.source import FORMAT, GridSourceDataSource
-        from gridstream.connect.source.datasource import source_options
 
         config = self.config(context.name, context.checkpoint)
-        spark.dataSource.register(GridSourceDataSource)
-        rows: DataFrame = (spark.readStream.format(FORMAT)
-                           .options(**source_options(config, allowed_modules(())))
-                           .load())
+        rows: DataFrame = change_stream(spark, config, allowed_modules(()))
         version = F.filter("headers", lambda h: h["key"] == F.lit(H_VERSION))
         failed = F.col("status") == "error"
         df = rows.where(F.col("status").isin(*_READ)).select(
