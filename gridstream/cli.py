@@ -65,14 +65,19 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _sql(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from gridstream.errors import ConfigError
     from gridstream.stores.sql import SqlStore, SqlStoreConfig
 
     url = args.url or os.environ.get("GRIDSTREAM_SQL_URL")
     if not url:
         raise ConfigError("give the database as --url or in GRIDSTREAM_SQL_URL")
-    with SqlStore(SqlStoreConfig.model_validate(
-            {"url": url, "table_prefix": args.table_prefix})) as store:
+    try:
+        config = SqlStoreConfig.model_validate({"url": url, "table_prefix": args.table_prefix})
+    except ValidationError as exc:
+        raise ConfigError(f"invalid SQL store: {exc}") from None
+    with SqlStore(config) as store:
         purged = store.purge_tombstones(args.type, args.below_version)
         print(f"purged {purged} tombstones of {args.type} below version {args.below_version} "
               f"(table {store.table_name(args.type)}, {store.describe()})")

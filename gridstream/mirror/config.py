@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 
 from gridstream._config import StrictModel, importance
-from gridstream.kafka.config import secret_properties
+from gridstream.kafka.config import KafkaProperties, secret_properties
 from gridstream.mirror._offsets import DEFAULT_OFFSETS_TOPIC, OPEN_TRANSACTION_WAIT_S
 from gridstream.mirror.policy import UndeliverablePolicy
 
@@ -45,7 +45,17 @@ class TopicSettings(StrictModel):
     """Replicas of a topic created on demand, the offsets topic's too (``-1``: the
     broker's ``default.replication.factor``)."""
     config: dict[str, str] = Field(default_factory=dict)
-    """Topic configuration of a topic created on demand (``retention.ms``, ...)."""
+    """Topic configuration of a topic created on demand (``retention.ms``, ...); values
+    are given to the broker as text."""
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        if value is None:
+            return {}
+        if isinstance(value, Mapping):
+            return {k: v if isinstance(v, str) else str(v) for k, v in value.items()}
+        return value
 
 
 class KafkaEndpointConfig(StrictModel):
@@ -57,12 +67,12 @@ class KafkaEndpointConfig(StrictModel):
         json_schema_extra=importance("high"))
     """The Kafka cluster; else ``bootstrap.servers`` in ``producer_properties`` (one of
     the two is required)."""
-    producer_properties: dict[str, str | int | float | bool | SecretStr] = Field(
-        default_factory=dict)
+    producer_properties: dict[str, Any] = Field(default_factory=dict)
     """librdkafka producer properties, over ``PRODUCER_DEFAULTS`` (``acks=all``,
     idempotence, ``lz4``, ``linger.ms=5``, ``murmur2_random``); the explicit options
-    win over them. Secret properties (``gridstream.kafka.config.is_secret``) are held as
-    ``SecretStr``, never printed."""
+    win over them; librdkafka's callbacks (``error_cb``, ``stats_cb``, ...) are taken too.
+    Secret properties (``gridstream.kafka.config.is_secret``) are held as ``SecretStr``,
+    never printed; a ``KafkaProperties`` is taken with its secrets."""
     exactly_once: bool = Field(default=True, json_schema_extra=importance("high"))
     """One Kafka transaction per batch, with the mirror's position in it; ``false``:
     an idempotent producer, a flush per batch, no position in Kafka (the mirror resumes
@@ -131,6 +141,12 @@ class KafkaEndpointConfig(StrictModel):
     """Exactly-once, on opening: how long to wait for another mirror's open transaction
     in the offsets partition to end (over the 60 s transaction timeout plus the
     broker's 10 s check) before failing with ``EndpointError``."""
+
+    @field_validator("producer_properties", mode="before")
+    @classmethod
+    def _revealed(cls, value: Any) -> Any:
+        # a KafkaProperties reads its secrets as "***": take them from its client config
+        return value.client_config() if isinstance(value, KafkaProperties) else value
 
     @field_validator("producer_properties")
     @classmethod

@@ -69,13 +69,21 @@ def layer(module: str) -> int:
     return _PLACES[home]
 
 
+def _is_module(name: str) -> bool:
+    place = PACKAGE.parent.joinpath(*name.split("."))
+    return place.with_suffix(".py").exists() or (place / "__init__.py").exists()
+
+
 def imports(path: Path) -> set[str]:
-    """Every ``gridstream`` module ``path`` imports, anywhere in it."""
+    """Every ``gridstream`` module ``path`` imports, anywhere in it (``from package
+    import module`` counts as the module)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and (
                 node.module == "gridstream" or node.module.startswith("gridstream.")):
             found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names
+                         if _is_module(f"{node.module}.{a.name}"))
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("gridstream"))
     return found
@@ -125,3 +133,9 @@ def test_an_upward_or_sideways_import_is_found(module: str, imported: str, kind:
 def test_a_flow_may_use_another_flows_package_names() -> None:
     graph = {"gridstream.pipeline.grid_changes": {"gridstream.connect"}}
     assert violations(graph) == ([], [])
+
+
+def test_a_module_imported_from_its_package_counts_as_the_module(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("from gridstream.connect import config, build_connector\n")
+    assert imports(source) == {"gridstream.connect", "gridstream.connect.config"}

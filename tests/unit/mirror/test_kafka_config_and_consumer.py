@@ -11,12 +11,14 @@ from pydantic import ValidationError
 from gridstream.consumer import OperationConsumer, UndecodableRecordError
 from gridstream.errors import ConfigError
 from gridstream.kafka import KafkaProperties, redact
-from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint
+from gridstream.mirror import KafkaEndpointConfig, KafkaSyncEndpoint, TopicSettings
 from gridstream.mirror.cli import _properties, build_parser
 from gridstream.operations import OpType
 from gridstream.protocol import Envelope, create_codec
 
 SECRET = "hunter2-do-not-print"
+
+SECRET_VALUE = "pw-never-shown-7"
 
 
 def test_secrets_never_appear_in_reprs() -> None:
@@ -155,3 +157,22 @@ def test_a_codec_object_replaces_the_configs_codec_but_never_silently() -> None:
     with pytest.raises(ConfigError, match="replaces the config's codec"):
         KafkaSyncEndpoint(KafkaEndpointConfig(bootstrap_servers="b:9092", codec="json"),
                           codec=codec)
+
+
+def test_a_kafka_properties_object_reaches_the_producer_with_its_secrets() -> None:
+    # a KafkaProperties reads a secret as "***": the config takes its client config
+    props = KafkaProperties({"sasl.password": SECRET_VALUE, "linger.ms": 1})
+    config = KafkaEndpointConfig(bootstrap_servers="b:9092", producer_properties=props)
+    endpoint = KafkaSyncEndpoint(config)
+    assert endpoint._props.client_config()["sasl.password"] == SECRET_VALUE
+    assert SECRET_VALUE not in repr(config) and SECRET_VALUE not in repr(endpoint)
+    callback = print
+    with_callback = KafkaEndpointConfig(bootstrap_servers="b:9092",
+                                        producer_properties={"error_cb": callback})
+    assert with_callback.producer_properties["error_cb"] is callback
+
+
+def test_topic_settings_take_any_config_value_as_text() -> None:
+    settings = TopicSettings(config={"retention.ms": 86_400_000})  # type: ignore[dict-item]
+    assert settings.config == {"retention.ms": "86400000"}
+    assert TopicSettings(config=None).config == {}  # type: ignore[arg-type]

@@ -65,3 +65,11 @@ def test_purge_with_the_store_s_table_prefix(tmp_path: Path,
                  "--below-version", "10", "--table-prefix", "p_"]) == 0
     assert "purged 1 tombstones of shop.Order below version 10 (table p_shop_Order" in \
         capsys.readouterr().out
+
+
+def test_a_bad_url_is_a_config_error_without_the_password(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["sql", "purge-tombstones", "--url", "mysql://app:s3cret@127.0.0.1/db",
+                 "--type", "T", "--below-version", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "sqlite:/// or postgresql://" in err and "s3cret" not in err
