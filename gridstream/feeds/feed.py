@@ -23,6 +23,7 @@ from gridstream.errors import ConfigError, SparkError
 from gridstream.feeds.config import FeedConfig
 from gridstream.kafka import redact
 from gridstream.ops.counts import BatchCounts
+from gridstream.spark.avro_envelopes import AvroPlanner, decode_avro_envelopes
 from gridstream.spark.dead_letter import ErrorPolicy, raise_first, write_dead_letters
 from gridstream.spark.envelope import MalformedEnvelopeError, decode_envelopes
 from gridstream.spark.kafka_source import check_consumer_properties, client_options, source_options
@@ -86,6 +87,7 @@ class StoreFeed(Runnable):
         self.kafka_properties = {**(kafka_properties or {}), **config.kafka}
         check_consumer_properties(self.kafka_properties, f"feed {config.name!r}")
         self.transcoder = _transcoder(config, self.types)
+        self.avro = _planner(config, self.types)
         self.reports: deque[BatchReport] = deque(maxlen=1000)
         self._headers_read = False
         self.failure: BaseException | None = None
@@ -126,7 +128,8 @@ class StoreFeed(Runnable):
         props = redact(self.kafka_properties)
         extra = f" {props}" if props else ""
         loss = "" if c.fail_on_data_loss else ", failOnDataLoss=false: lost offsets are SKIPPED"
-        codec = f" [{self.transcoder.describe()}]" if self.transcoder is not None else ""
+        codec = (f" [{self.transcoder.describe()}]" if self.transcoder is not None
+                 else f" [{self.avro.describe()}]" if self.avro is not None else "")
         return (f"{c.name}: {source} @ {self.bootstrap_servers}{extra}{codec} → "
                 f"{self.sink.describe()}"
                 f"  [checkpoint {c.checkpoint}, trigger {c.trigger}, "
@@ -169,16 +172,26 @@ class StoreFeed(Runnable):
                               "1-64 letters, digits, '-' or '_'")
         self.sink.bind_query(query_id)
         self._headers_read = "headers" in records.columns
-        decoded = self.decode(records)
-        if self.sink.single_pass:
-            total, bad, dead, result = self._single_pass(decoded, batch_id)
-        else:
-            total, bad, dead, result = self._cached(decoded, batch_id)
+        for replans in range(_MAX_REPLANS + 1):
+            decoded = self.decode(records)
+            try:
+                if self.sink.single_pass:
+                    total, bad, dead, result = self._single_pass(decoded, batch_id)
+                else:
+                    total, bad, dead, result = self._cached(decoded, batch_id)
+                break
+            except Exception as exc:
+                # a schema id the plan lacks stopped the batch: learn the batch's, re-run it
+                if (self.avro is None or replans == _MAX_REPLANS
+                        or not self.avro.relearn(records, exc)):
+                    raise
         return BatchReport(self.name, batch_id, total, bad, dead, result,
                            time.monotonic() - started)
 
     def decode(self, records: DataFrame) -> DataFrame:
         """Kafka rows → ``decode_envelopes``' columns, whatever the feed's codec."""
+        if self.avro is not None:
+            return decode_avro_envelopes(records, self.avro.plan)
         if self.transcoder is None:
             return decode_envelopes(records)
         staged = self.transcoder.apply(records)
@@ -300,15 +313,25 @@ class StoreFeed(Runnable):
 
 
 def _transcoder(config: FeedConfig, types: TypeRegistry) -> Transcoder | None:
-    """What turns the topics' values into envelope JSON (None: they are JSON)."""
-    if config.codec == "json":
+    """What turns MessagePack values into envelope JSON (None: not MessagePack)."""
+    return Transcoder(config.codec) if config.codec == "msgpack" else None
+
+
+def _planner(config: FeedConfig, types: TypeRegistry) -> AvroPlanner | None:
+    """What plans the JVM's decoding of Avro values (None: not Avro)."""
+    if config.codec != "avro":
         return None
     url = config.schema_registry_url
     user_info = config.basic_auth_user_info
-    return Transcoder(
-        config.codec, schema_registry_url=url.get_secret_value() if url else None,
+    return AvroPlanner(
+        schema_registry_url=url.get_secret_value() if url else None,
         basic_auth_user_info=user_info.get_secret_value() if user_info else None,
-        avro_schema_dir=config.avro_schema_dir, types=types.to_payload())
+        avro_schema_dir=config.avro_schema_dir, types=types.declared)
+
+
+_MAX_REPLANS = 10
+"""Re-runs of one batch after ``NewSchemaError`` (each learns every new id of the batch:
+one is enough unless the registry changes under it)."""
 
 
 _QUERY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -47,8 +47,9 @@ from gridstream.protocol.envelope import Envelope
 from gridstream.protocol.registry import Registry, SchemaRegistryClientRegistry
 from gridstream.protocol.values import restore, wire_default
 
-__all__ = ["SUBJECT_STRATEGIES", "AvroCodec", "LocalSchemaRegistry", "RegistrySchemas",
-           "SchemaRegistry", "avro_schema", "envelope_of_record"]
+__all__ = ["ENVELOPE_FIELDS", "SUBJECT_STRATEGIES", "AvroCodec", "LocalSchemaRegistry",
+           "RegistrySchemas", "SchemaRegistry", "avro_schema", "data_specs",
+           "envelope_of_record"]
 
 SUBJECT_STRATEGIES = ("record", "topic", "topic_record")
 """How a writer schema's subject is named (see the module docstring)."""
@@ -399,12 +400,27 @@ def envelope_of_record(record: Mapping[str, Any], schema: Mapping[str, Any]) -> 
     """The envelope of a record another Avro reader decoded with the writer ``schema``
     (e.g. confluent-kafka's ``AvroDeserializer``): declared properties restored, the
     JSON-text kinds and ``extra`` parsed back, exactly the keys ``present`` lists."""
+    return _envelope(dict(record), data_specs(schema))
+
+
+ENVELOPE_FIELDS = ("op", "type", "id", "version", "txn", "ts", "partition", "data", "removed",
+                   "present", "extra")
+"""The fields of every envelope schema (``avro_schema``)."""
+
+
+def data_specs(schema: Mapping[str, Any]) -> tuple[PropertySpec, ...]:
+    """The declared properties of an envelope schema's ``data`` record (from its
+    ``KIND`` marks); ``CodecError`` when ``schema`` is not an envelope schema."""
     try:
+        names = [f["name"] for f in schema["fields"]]
+        if schema.get("type") != "record" or names != list(ENVELOPE_FIELDS):
+            raise CodecError(f"fields {names} are not an envelope's")
         data_type = next(f for f in schema["fields"] if f["name"] == "data")["type"][1]
-        specs = _specs_of(data_type["fields"])
+        return _specs_of(data_type["fields"])
     except (KeyError, StopIteration, TypeError, IndexError) as exc:
         raise CodecError(f"not a gridstream envelope schema: {exc!r}") from exc
-    return _envelope(dict(record), specs)
+    except CodecError as exc:
+        raise CodecError(f"not a gridstream envelope schema: {exc}") from exc
 
 
 def _split(data: Mapping[str, Any], specs: Mapping[str, PropertySpec]) -> tuple[dict[str, Any],

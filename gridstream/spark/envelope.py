@@ -22,6 +22,7 @@ __all__ = [
     "ENVELOPE_DDL",
     "OPERATION_COLUMNS",
     "MalformedEnvelopeError",
+    "codec_header_check",
     "decode_envelopes",
 ]
 
@@ -106,6 +107,15 @@ Every check of a valid envelope runs on every record, so the common case is kept
 (a copy of the text) when it does not already start with ``{``."""
 
 
+def codec_header_check(codec: str) -> tuple[str, str]:
+    """(condition, reason) SQL of a record whose ``gs.codec`` header names a codec other
+    than ``codec`` (the feed's); a record without the header passes."""
+    # a null (no header) compares as null, which no WHEN takes
+    reason = ("record codec is not json (only json decodes in the JVM)" if codec == "json"
+              else f"record codec is not {codec} (the pipeline's codec)")
+    return f"({_CODEC_VALUE}) != {_sql_string(codec)}", _sql_string(reason)
+
+
 def _error(has_headers: bool, codec: str = "json", codec_error: str | None = None) -> str:
     """The SQL of the first problem of an envelope, or null.
 
@@ -116,10 +126,7 @@ def _error(has_headers: bool, codec: str = "json", codec_error: str | None = Non
     if codec_error is not None:  # after the tombstone check
         checks.insert(1, (f"`{codec_error}` IS NOT NULL", f"`{codec_error}`"))
     if has_headers:
-        # a null (no header) compares as null, which no WHEN takes
-        reason = ("record codec is not json (only json decodes in the JVM)" if codec == "json"
-                  else f"record codec is not {codec} (the pipeline's codec)")
-        checks.insert(0, (f"({_CODEC_VALUE}) != {_sql_string(codec)}", _sql_string(reason)))
+        checks.insert(0, codec_header_check(codec))
     cases = " ".join(f"WHEN {condition} THEN {reason}" for condition, reason in checks)
     return f"CASE {cases} ELSE CAST(NULL AS STRING) END"
 

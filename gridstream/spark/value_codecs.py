@@ -1,11 +1,13 @@
-"""Store feeds over the mirror's MessagePack and Avro topics: values → envelope JSON.
+"""The mirror's MessagePack and Avro values → envelope JSON, in Python.
 
 The store feeds decode envelopes in the JVM from their JSON form
-(``gridstream.spark.envelope``). A topic the mirror wrote with ``msgpack`` or ``avro``
-is first transcoded, on Arrow batches (``mapInArrow``: one Python pass per batch, never a
+(``gridstream.spark.envelope``), and Avro ones in the JVM too
+(``gridstream.spark.avro_envelopes``). A topic the mirror wrote with ``msgpack`` is
+first transcoded, on Arrow batches (``mapInArrow``: one Python pass per batch, never a
 row-by-row UDF), into the very JSON the mirror's ``json`` codec writes for the same
 operation; the envelope checks, the error policy and the sinks then run unchanged, so a
-store fed from any of the three codecs holds the same content.
+store fed from any of the codecs holds the same content. The pipeline API's store sinks
+take Avro values here too (``json_of``: their items are in Python already).
 
 - MessagePack: the value is unpacked as it is (no descriptor needed): bytes become
   base64 text, everything else keeps its wire form, exactly as the JSON codec writes it.

@@ -24,7 +24,6 @@ beyond the record (neither does Confluent's Java deserializer).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gridstream.protocol.confluent import frame
+from gridstream.spark.avro_envelopes import learned_ids
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -40,7 +40,6 @@ __all__ = ["OK_FIELD", "AvroPlan", "known_subjects", "learned_ids", "plan_column
            "writer_extra"]
 
 OK_FIELD = "_gs_decoded"
-_NEW_ID = re.compile(r"NewSchemaError: (key|value): schema id (\d+)")
 
 
 @dataclass
@@ -60,11 +59,6 @@ class AvroPlan:
     def describe(self) -> str:
         ids = ", ".join(str(i) for i in sorted(self.writers)) or "none yet"
         return f"ids {ids} of {', '.join(self.subjects)}"
-
-
-def learned_ids(text: str, side: str) -> set[int]:
-    """The ids of ``side`` (key / value) a ``NewSchemaError`` in a failure's text names."""
-    return {int(number) for named, number in _NEW_ID.findall(text) if named == side}
 
 
 def writer_extra(reader: Any, writer: Any) -> tuple[str, ...]:
