@@ -89,6 +89,8 @@ def test_avro_and_msgpack_topics_give_the_same_stores_as_json(
         sinks = [("sql", {"kind": "sql", "url": f"sqlite:///{stores[name]}"})]
         if name in ("json", "avro"):
             sinks.append(("delta", {"kind": "delta", "path": str(tmp_path / f"{name}-lake")}))
+            # one pass: a new schema id fails the write job, which runs again once learned
+            sinks.append(("parquet", {"kind": "parquet", "path": str(tmp_path / f"{name}-log")}))
         for kind, sink in sinks:
             pipeline = _pipeline(f"{name}-{kind}", [people, orders], tmp_path, sink,
                                  kafka_bootstrap, **options[name])
@@ -105,6 +107,12 @@ def test_avro_and_msgpack_topics_give_the_same_stores_as_json(
     for type_name in (PERSON.name, ORDER):
         assert delta_rows(spark, str(tmp_path / "json-lake"), type_name) == \
             delta_rows(spark, str(tmp_path / "avro-lake"), type_name)
+    # the change logs: every operation, data as the same text
+    logs = {name: sorted(spark.read.parquet(str(tmp_path / f"{name}-log")).selectExpr(
+        "type", "id", "version", "op", "txn", "ts", "`partition`", "data",
+        "removed").collect()) for name in ("json", "avro")}
+    assert len(logs["json"]) == OPS
+    assert logs["json"] == logs["avro"]
 
     # the comparison sees one changed value in one column
     tampered = tmp_path / "tampered.db"
