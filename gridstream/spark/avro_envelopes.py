@@ -36,7 +36,7 @@ import orjson
 from gridstream.errors import CodecError, ConfigError
 from gridstream.kinds import KindVisitor, visit
 from gridstream.operations import OpType, PropertySpec, TypeDescriptor
-from gridstream.protocol.avro import data_specs
+from gridstream.protocol.avro import KIND, avro_schema, data_specs
 from gridstream.protocol.confluent import frame
 from gridstream.protocol.registry import redacted_url
 
@@ -78,6 +78,10 @@ class EnvelopePlan:
             return
         try:
             specs = data_specs(schema)  # type: ignore[arg-type]
+            expected = avro_schema(TypeDescriptor(name="x", id_property="id", fixed=specs))
+            if _shape(schema) != _shape(expected):
+                raise CodecError("its field types are not those of an envelope schema "
+                                 "for its properties' kinds")
         except CodecError as exc:
             self.refused[schema_id] = f"avro schema id {schema_id}: {exc}"
             return
@@ -90,9 +94,27 @@ class EnvelopePlan:
         return "ids " + (", ".join(str(i) for i in sorted(self.writers)) or "none yet")
 
 
+_NAMING = frozenset({"name", "namespace", "default", "doc", "aliases", "order"})
+
+
+def _shape(schema: object) -> object:
+    """``schema`` without its names, defaults and docs (what ``from_avro``'s types and
+    the decode's SQL depend on); field names stay."""
+    if isinstance(schema, dict):
+        kept = {k: _shape(v) for k, v in schema.items() if k not in _NAMING and k != KIND}
+        if "fields" in schema:
+            kept["fields"] = [(f.get("name"), _shape(f.get("type"))) for f in schema["fields"]]
+        return kept
+    if isinstance(schema, list):
+        return [_shape(item) for item in schema]
+    return schema
+
+
 def _literal(text: str) -> str:
-    """``text`` as a Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """``text`` as a Spark SQL string literal; ``$`` as its escape, so that Spark's
+    ``${...}`` substitution in SQL text never reads what a registry wrote."""
+    escaped = text.replace("\\", "\\\\").replace("'", "\\'").replace("$", "\\u0024")
+    return f"'{escaped}'"
 
 
 def _scalar(sql: str) -> str:
@@ -123,10 +145,7 @@ class _WireText(KindVisitor[str]):
         return (f"CASE WHEN isnan({self.sql}) OR abs({self.sql}) = double('infinity') "
                 f"THEN 'null' ELSE CAST({self.sql} AS STRING) END")
 
-    def decimal(self) -> str:  # text without characters to escape
-        return f"concat('\"', {self.sql}, '\"')"
-
-    uuid = decimal
+    decimal = uuid = str_
 
     def date(self) -> str:
         return f"concat('\"', CAST({self.sql} AS STRING), '\"')"
@@ -238,6 +257,34 @@ def _data_text(staged: str, specs: tuple[PropertySpec, ...]) -> str:
             f"AND {condition} THEN {every} ELSE {general} END")
 
 
+def _json_fields(sql: str, specs: tuple[PropertySpec, ...]) -> list[str]:
+    """The SQL of each property (at any depth) that carries JSON text."""
+    found = []
+    for spec in specs:
+        place = _field(sql, spec.name)
+        if spec.kind == "object" and spec.nested:
+            found += _json_fields(place, spec.nested)
+        elif visit(spec.kind, _WireText(place)) == place:  # embedded as it is
+            found.append(place)
+    return found
+
+
+def _not_one_value(sql: str) -> str:
+    """True unless the text ``sql`` is exactly one JSON value (``try_parse_json`` reads
+    a value and ignores what follows it: ``[1],"k":2`` would pass)."""
+    return f"coalesce(json_array_length(concat('[', {sql}, ']')), 0) != 1"
+
+
+def _unparsed(staged: str, specs: tuple[PropertySpec, ...]) -> str:
+    """True when a JSON-text property or an ``extra`` value does not parse: embedded as
+    it is, it would not be the json codec's value (or would add keys)."""
+    checks = [f"({place} IS NOT NULL AND {_not_one_value(place)})"
+              for place in _json_fields(f"{staged}.data", specs)]
+    checks.append(f"(cardinality({staged}.extra) > 0 AND exists(map_values({staged}.extra), "
+                  f"_v -> {_not_one_value('_v')}))")
+    return f"({staged}.data IS NOT NULL AND ({' OR '.join(checks)}))"
+
+
 def _missing_key(staged: str, specs: tuple[PropertySpec, ...]) -> str:
     """True when ``present`` names a key neither declared nor in ``extra``."""
     names = ", ".join(_literal(s.name) for s in specs) or "''"
@@ -267,7 +314,7 @@ def _branch(staged: str, specs: tuple[PropertySpec, ...]) -> str:
             f"{staged}.id.member1 IS NOT NULL, 'version', {staged}.version, 'txn', "
             f"{staged}.txn, 'ts', {staged}.ts, 'partition', {staged}.`partition`, 'data', "
             f"{_data_text(staged, specs)}, 'removed', {staged}.removed, 'bad', "
-            f"{_missing_key(staged, specs)})")
+            f"{_missing_key(staged, specs)} OR {_unparsed(staged, specs)})")
 
 
 def decode_avro_envelopes(records: DataFrame, plan: EnvelopePlan, *, codec_checked: bool = True
@@ -322,7 +369,8 @@ def _checks(plan: EnvelopePlan, ids: list[int]) -> list[tuple[str, str]]:
     checks.append(("_o IS NULL", new_schema_error("value", _SCHEMA_ID, plan.describe())))
     checks += [
         ("_o.bad", _literal("avro value does not decode: avro record is not a gridstream "
-                            "envelope: present names a key neither declared nor in extra")),
+                            "envelope: present names a key neither declared nor in extra, "
+                            "or a JSON-text value does not parse")),
         (f"_o.op NOT IN ({', '.join(_literal(op.value) for op in OpType)})",
          _literal("envelope field 'op' is not an operation type")),
         ("_o.type IS NULL OR _o.type = ''", _literal("envelope field 'type' is missing")),
@@ -339,6 +387,16 @@ def unplanned_ids(records: DataFrame, plan: EnvelopePlan, limit: int = 1000) -> 
     rows = (records.where(where).selectExpr(f"CAST({_SCHEMA_ID} AS BIGINT) AS id")
             .distinct().limit(limit).collect())
     return {int(r["id"]) for r in rows}
+
+
+def causes(failure: BaseException) -> list[BaseException]:
+    """``failure`` and every exception it was raised from or during, outermost first."""
+    found: list[BaseException] = []
+    current: BaseException | None = failure
+    while current is not None and current not in found:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
 
 
 class AvroPlanner:
@@ -386,15 +444,16 @@ class AvroPlanner:
             new = True
             try:
                 schema = self._codec.registry.lookup(schema_id)
-            except CodecError as exc:  # a schema that is not JSON
-                self.plan.refused[schema_id] = f"avro schema id {schema_id}: {exc}"
+            except (CodecError, ValueError) as exc:  # a schema (file) that is not JSON
+                self.plan.refused[schema_id] = f"avro schema id {schema_id}: not JSON: {exc}"
                 continue
             self.plan.add(schema_id, schema)
         return new
 
     def relearn(self, records: DataFrame, failure: BaseException) -> bool:
-        """After a batch's job failed: when ``NewSchemaError`` stopped it, plan every
-        unplanned id of the batch and say True (run the batch again); else False."""
-        if "NewSchemaError" not in f"{failure}":
+        """After a batch's job failed: when ``NewSchemaError`` stopped it (the failure
+        or one it was raised from: a sink wraps it), plan every unplanned id of the
+        batch and say True (run the batch again); else False."""
+        if not any("NewSchemaError" in f"{cause}" for cause in causes(failure)):
             return False
         return self.learn(unplanned_ids(records, self.plan))

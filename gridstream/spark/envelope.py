@@ -112,7 +112,7 @@ def codec_header_check(codec: str) -> tuple[str, str]:
     than ``codec`` (the feed's); a record without the header passes."""
     # a null (no header) compares as null, which no WHEN takes
     reason = ("record codec is not json (only json decodes in the JVM)" if codec == "json"
-              else f"record codec is not {codec} (the pipeline's codec)")
+              else f"record codec is not {codec} (the feed's codec)")
     return f"({_CODEC_VALUE}) != {_sql_string(codec)}", _sql_string(reason)
 
 

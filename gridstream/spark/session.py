@@ -63,6 +63,15 @@ def _environment() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
 
 
+AVRO_LIMITS = ("-Dorg.apache.avro.limits.string.maxLength=67108864 "
+               "-Dorg.apache.avro.limits.bytes.maxLength=67108864 "
+               "-Dorg.apache.avro.limits.collectionItems.maxLength=8388608")
+"""Avro's own bounds in the JVMs (``from_avro``): a string or bytes value over 64 MiB,
+or an array or map over 8 Mi items, is a malformed record (an error row) instead of
+an allocation as large as a corrupt length says (Avro allocates before it reads: a
+10-byte record could ask for 2 GiB and stop the JVM)."""
+
+
 def get_spark(
     master: str | None = None,
     app_name: str = "gridstream",
@@ -91,9 +100,11 @@ def get_spark(
         **DEFAULT_CONF,
         **(DELTA_CONF if has_delta else {}),
         "spark.jars": ",".join(jars),
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_conf}" + (
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_conf} "
+        f"{AVRO_LIMITS}" + (
             f' -Dgridstream.log.appender=file "-Dgridstream.log.file={log_file}"'
             if log_file is not None else ""),
+        "spark.executor.extraJavaOptions": AVRO_LIMITS,
         **(conf or {}),
     }
     for key, value in settings.items():

@@ -158,14 +158,41 @@ def test_numbers_the_json_writer_spells_otherwise_keep_their_values(
     assert '"x":null' in rows[1]["data"] and '"y":null' in rows[1]["data"]
 
 
+def _not_json_text(schema_dir: Path) -> list[bytes]:
+    """Records another producer could write: an ``extra`` value and a list property
+    whose text is not one JSON value (embedded as it is, each would add a key)."""
+    import io
+
+    import fastavro
+
+    codec = AvroCodec(LocalSchemaRegistry(schema_dir))
+    schema_id, parsed, _ = codec._writer(THING)
+    base = {"op": "WRITE", "type": THING.name, "id": "t-9", "version": 1, "txn": None,
+            "ts": 0, "partition": 0, "removed": []}
+    records = [
+        {**base, "data": {"id": "t-9"}, "present": ["id", "k"],
+         "extra": {"k": '1,"admin":true'}},
+        {**base, "data": {"id": "t-9", "tags": '[1],"admin":true'}, "present": ["id", "tags"],
+         "extra": {}},
+    ]
+    found = []
+    for record in records:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, record)
+        found.append(b"\x00" + schema_id.to_bytes(4, "big") + out.getvalue())
+    return found
+
+
 def test_undecodable_values_are_error_rows_and_a_new_id_stops_the_job(
         spark: Any, tmp_path: Path) -> None:
     good = _encoded(tmp_path, OPS[:1])[0]
     planner = AvroPlanner(avro_schema_dir=str(tmp_path))
     other = _encoded(tmp_path, OPS[-1:])[0]  # a schema file written after the plan
     unknown = b"\x00\x7f\xff\xff\xf0body"
+    huge = good[:5] + b"\xee\xff\xff\xff\x0f"  # op: a 2 GiB string, Avro's bounds refuse
     values: list[bytes | None] = [good, b"\x01\x00\x00\x00\x01rest", b"\x00\x01", None,
-                                  good[:5] + b"\xff" * 3, unknown, other]
+                                  good[:5] + b"\xff" * 3, unknown, other, huge,
+                                  *_not_json_text(tmp_path)]
     records = _rows(spark, values)
     with pytest.raises(Exception, match="NewSchemaError: value: schema id"):
         decode_avro_envelopes(records, planner.plan).collect()
@@ -181,4 +208,9 @@ def test_undecodable_values_are_error_rows_and_a_new_id_stops_the_job(
     assert "tombstone" in errors[3]
     assert "avro body does not match schema" in errors[4]
     assert "unknown avro schema id 2147483632" in errors[5]
+    assert "avro body does not match schema" in errors[7]
+    # without the bound Avro would allocate 2 GiB for it before reading (the JVM dies)
+    jvm = spark.sparkContext._jvm
+    assert jvm.System.getProperty("org.apache.avro.limits.string.maxLength") == "67108864"
+    assert all("a JSON-text value does not parse" in errors[i] for i in (8, 9))
     assert (rows[6]["id"], rows[6]["id_int"]) == ("42", True)

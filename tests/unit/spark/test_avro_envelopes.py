@@ -62,3 +62,34 @@ def test_the_ids_a_failure_names() -> None:
     assert learned_ids(text, "value") == {42}
     assert learned_ids(text, "key") == {7}
     assert learned_ids("no such failure", "value") == set()
+
+
+def test_a_wrapped_new_schema_failure_is_still_learned() -> None:
+    from gridstream.spark.avro_envelopes import causes
+
+    try:
+        try:
+            raise RuntimeError("gridstream.errors.NewSchemaError: value: schema id 3 ...")
+        except RuntimeError as inner:
+            raise ValueError("writing change-log batch 0 failed") from inner
+    except ValueError as outer:
+        chain = causes(outer)
+    assert [type(c) for c in chain] == [ValueError, RuntimeError]
+    assert any("NewSchemaError" in str(c) for c in chain)
+
+
+def test_a_schema_of_an_envelopes_names_but_other_types_is_refused(tmp_path: Path) -> None:
+    schema = avro_schema(KIND)
+    fields = [dict(f, type="string") if f["name"] == "id" else f for f in schema["fields"]]
+    plan = EnvelopePlan()
+    plan.add(9, {**schema, "fields": fields})
+    assert "field types are not those of an envelope schema" in plan.refused[9]
+    (tmp_path / "10.avsc").write_text("{not json")
+    planner = AvroPlanner(avro_schema_dir=str(tmp_path))
+    assert "not JSON" in planner.plan.refused[10]
+
+
+def test_registry_text_never_reaches_sparks_variable_substitution() -> None:
+    from gridstream.spark.avro_envelopes import _literal
+
+    assert _literal("${env:SECRET} it's") == "'\\u0024{env:SECRET} it\\'s'"
