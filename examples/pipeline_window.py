@@ -87,6 +87,8 @@ def main() -> None:
         query = job.start(spark)
         try:
             lines = _read(args.bootstrap, target, windows, query)
+            if not query.isActive and query.exception() is not None:
+                raise SystemExit(f"the query stopped: {query.exception()}")
             late_at = START + 1_000  # its window ended long ago: dropped and counted
             producer.produce(source, orjson.dumps({"service": "svc-0", "bytes": 5}),
                              timestamp=late_at)
