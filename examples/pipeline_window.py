@@ -55,7 +55,10 @@ def main() -> None:
     source, target = f"example-req-{uuid.uuid4().hex[:8]}", f"example-win-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     for topic in (source, target):
-        admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(30)
+        # the records' event times are of 2023: a topic with the broker's retention (7
+        # days) would lose them at its next retention check, while the query reads
+        admin.create_topics([NewTopic(topic, num_partitions=1,
+                                      config={"retention.ms": "-1"})])[topic].result(30)
 
     producer = Producer({"bootstrap.servers": args.bootstrap})
     records = [(START + i * 250, f"svc-{i % args.services}", 100 + i) for i in range(240)]
