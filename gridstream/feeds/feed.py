@@ -86,7 +86,7 @@ class StoreFeed(Runnable):
         self.bootstrap_servers = config.bootstrap_servers or bootstrap_servers or "127.0.0.1:9092"
         self.kafka_properties = {**(kafka_properties or {}), **config.kafka}
         check_consumer_properties(self.kafka_properties, f"feed {config.name!r}")
-        self.transcoder = _transcoder(config, self.types)
+        self.transcoder = _transcoder(config)
         self.avro = _planner(config, self.types)
         self.reports: deque[BatchReport] = deque(maxlen=1000)
         self._headers_read = False
@@ -312,7 +312,7 @@ class StoreFeed(Runnable):
         return again
 
 
-def _transcoder(config: FeedConfig, types: TypeRegistry) -> Transcoder | None:
+def _transcoder(config: FeedConfig) -> Transcoder | None:
     """What turns MessagePack values into envelope JSON (None: not MessagePack)."""
     return Transcoder(config.codec) if config.codec == "msgpack" else None
 

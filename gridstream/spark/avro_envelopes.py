@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from gridstream.errors import CodecError, ConfigError
+from gridstream.errors import CodecError
 from gridstream.kinds import KindVisitor, visit
 from gridstream.operations import OpType, PropertySpec, TypeDescriptor
 from gridstream.protocol.avro import KIND, avro_schema, data_specs
 from gridstream.protocol.confluent import frame
-from gridstream.protocol.registry import redacted_url
+from gridstream.spark.value_codecs import avro_reader, schema_source
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -407,15 +407,11 @@ class AvroPlanner:
     def __init__(self, *, schema_registry_url: str | None = None,
                  basic_auth_user_info: str | None = None, avro_schema_dir: str | None = None,
                  types: Mapping[str, TypeDescriptor] | None = None) -> None:
-        from gridstream.protocol.avro import AvroCodec, LocalSchemaRegistry, avro_schema
+        from gridstream.protocol.avro import LocalSchemaRegistry
 
-        if schema_registry_url and avro_schema_dir:
-            raise ConfigError("give schema_registry_url or avro_schema_dir, not both")
         self._url = schema_registry_url
         self._schema_dir = avro_schema_dir
-        self._codec = (AvroCodec(schema_registry_url=schema_registry_url,
-                                 basic_auth_user_info=basic_auth_user_info)
-                       if schema_registry_url else AvroCodec(LocalSchemaRegistry(avro_schema_dir)))
+        self._codec = avro_reader(schema_registry_url, basic_auth_user_info, avro_schema_dir)
         self.plan = EnvelopePlan()
         if not schema_registry_url:  # local ids derive from the schemas
             for descriptor in (types or {}).values():
@@ -430,8 +426,7 @@ class AvroPlanner:
         return f"AvroPlanner({self.describe()})"
 
     def describe(self) -> str:
-        where = (f"registry {redacted_url(self._url)}" if self._url
-                 else f"schemas in {self._schema_dir}" if self._schema_dir else "local ids")
+        where = schema_source(self._url, self._schema_dir)
         return f"avro values ({where}) decoded in the JVM, {self.plan.describe()}"
 
     def learn(self, ids: Iterable[int]) -> bool:

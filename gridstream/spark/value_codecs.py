@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from gridstream.protocol.avro import AvroCodec
     from gridstream.protocol.codec_base import Codec
 
-__all__ = ["CODEC_ERROR", "JSON_TEXT", "VALUE_CODECS", "Transcoder"]
+__all__ = ["CODEC_ERROR", "JSON_TEXT", "VALUE_CODECS", "Transcoder", "avro_reader",
+           "one_schema_source", "schema_source"]
 
 VALUE_CODECS = ("json", "msgpack", "avro")
 """The codecs a store feed reads (the mirror's built-in ones)."""
@@ -48,6 +49,32 @@ JSON_TEXT = "_gs_json"
 CODEC_ERROR = "_gs_codec_error"
 """Why the value did not decode (null when it did)."""
 _HEADERS_DDL = "ARRAY<STRUCT<key: STRING, value: BINARY>>"
+
+
+
+def one_schema_source(schema_registry_url: str | None, avro_schema_dir: str | None) -> None:
+    """``ConfigError`` when both a registry and a schema directory are given."""
+    if schema_registry_url and avro_schema_dir:
+        raise ConfigError("give schema_registry_url or avro_schema_dir, not both")
+
+
+def schema_source(schema_registry_url: str | None, avro_schema_dir: str | None) -> str:
+    """Where the writer schemas come from, for a description (no credentials)."""
+    return (f"registry {redacted_url(schema_registry_url)}" if schema_registry_url
+            else f"schemas in {avro_schema_dir}" if avro_schema_dir else "local ids")
+
+
+def avro_reader(schema_registry_url: str | None, basic_auth_user_info: str | None,
+                avro_schema_dir: str | None) -> AvroCodec:
+    """The codec that looks the writer schemas up: the registry's, else the local ids
+    (``avro_schema_dir``'s ``<id>.avsc`` files, and those derived from descriptors)."""
+    from gridstream.protocol.avro import AvroCodec, LocalSchemaRegistry
+
+    one_schema_source(schema_registry_url, avro_schema_dir)
+    if schema_registry_url:
+        return AvroCodec(schema_registry_url=schema_registry_url,
+                         basic_auth_user_info=basic_auth_user_info)
+    return AvroCodec(LocalSchemaRegistry(avro_schema_dir))
 
 
 class Transcoder:
@@ -62,8 +89,7 @@ class Transcoder:
         if codec != "avro" and (schema_registry_url or avro_schema_dir):
             raise ConfigError("schema_registry_url and avro_schema_dir are only used with "
                               "codec 'avro'")
-        if schema_registry_url and avro_schema_dir:
-            raise ConfigError("give schema_registry_url or avro_schema_dir, not both")
+        one_schema_source(schema_registry_url, avro_schema_dir)
         self.codec = codec
         self._url = schema_registry_url
         self._user_info = basic_auth_user_info
@@ -86,9 +112,7 @@ class Transcoder:
         """What decodes the values (for the pipeline's description)."""
         if self.codec == "msgpack":
             return "msgpack values → JSON on Arrow batches"
-        where = (f"registry {redacted_url(self._url)}" if self._url
-                 else f"schemas in {self._schema_dir}" if self._schema_dir else "local ids")
-        return f"avro values ({where}) → JSON on Arrow batches"
+        return f"avro values ({schema_source(self._url, self._schema_dir)}) → JSON on Arrow batches"
 
     def _codec(self) -> Codec:
         if self._decoder is None:
@@ -101,12 +125,7 @@ class Transcoder:
         return self._decoder
 
     def _avro(self) -> AvroCodec:
-        from gridstream.protocol.avro import AvroCodec, LocalSchemaRegistry
-
-        if self._url:
-            return AvroCodec(schema_registry_url=self._url,
-                             basic_auth_user_info=self._user_info)
-        return AvroCodec(LocalSchemaRegistry(self._schema_dir))
+        return avro_reader(self._url, self._user_info, self._schema_dir)
 
     def _descriptors(self) -> Mapping[str, Any]:
         """The declared types (the local registry derives ids from them)."""
