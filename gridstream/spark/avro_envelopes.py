@@ -126,6 +126,11 @@ def _scalar(sql: str) -> str:
 _STAMP = "yyyy-MM-dd'T'HH:mm:ss"
 
 
+def _non_finite(sql: str) -> str:
+    """True when the double ``sql`` is NaN or infinite (the json codec writes null)."""
+    return f"isnan({sql}) OR abs({sql}) = double('infinity')"
+
+
 class _WireText(KindVisitor[str]):
     """A declared property's SQL: the JSON text of its Avro value at ``self.sql`` as the
     ``json`` codec writes it (null when the value is null)."""
@@ -142,8 +147,7 @@ class _WireText(KindVisitor[str]):
     bool_ = int_
 
     def float_(self) -> str:  # Java's Double.toString, as Spark's JSON writer has it
-        return (f"CASE WHEN isnan({self.sql}) OR abs({self.sql}) = double('infinity') "
-                f"THEN 'null' ELSE CAST({self.sql} AS STRING) END")
+        return f"CASE WHEN {_non_finite(self.sql)} THEN 'null' ELSE CAST({self.sql} AS STRING) END"
 
     decimal = uuid = str_
 
@@ -220,8 +224,7 @@ def _finite(sql: str, specs: tuple[PropertySpec, ...]) -> list[str]:
         if spec.kind == "object" and spec.nested:
             found += _finite(place, spec.nested)
         elif spec.kind == "float":
-            found.append(f"coalesce(NOT (isnan({place}) OR abs({place}) = double('infinity')), "
-                         "true)")
+            found.append(f"coalesce(NOT ({_non_finite(place)}), true)")
     return found
 
 
