@@ -366,14 +366,7 @@ class SpaceAdapter(GridAdapter):
         position: log retention removes only what every registered consumer passed.
         ``PositionLostError`` for a position of another log."""
         reader = self._log()
-        lineage = _log_id(reader)
-        if position.lineage != lineage:
-            raise _lost(consumer, "lineage", f"the acknowledged position belongs to log "
-                        f"{position.lineage!r}, this Space's log is {lineage!r}")
-        seq = position.next_seqs.get(STREAM)
-        if seq is None or set(position.next_seqs) != {STREAM}:
-            raise ConfigError(f"{consumer}: a Space position has exactly one stream "
-                              f"{STREAM!r}, not {sorted(position.next_seqs)}")
+        seq = _stream_seq(reader, consumer, position, "acknowledged position")
         try:
             if consumer not in self._registered:
                 reader.register(consumer)
@@ -384,14 +377,7 @@ class SpaceAdapter(GridAdapter):
                             f"{exc}") from exc
 
     def _checked_seq(self, reader: EmbeddedLogReader, cache: str, position: Position) -> int:
-        lineage = _log_id(reader)
-        if position.lineage != lineage:
-            raise _lost(cache, "lineage", f"the position belongs to log {position.lineage!r}, "
-                        f"this Space's log is {lineage!r}")
-        raw = position.next_seqs.get(STREAM)
-        if raw is None or set(position.next_seqs) != {STREAM}:
-            raise ConfigError(f"{cache}: a Space position has exactly one stream "
-                              f"{STREAM!r}, not {sorted(position.next_seqs)}")
+        raw = _stream_seq(reader, cache, position)
         seq = self._guard(cache, lambda: reader.resume_seq(raw))
         first, end = self._guard(cache, lambda: (reader.first_seq(), reader.end_seq()))
         if seq < first:
@@ -498,6 +484,21 @@ def _value(data: str | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise GridError("an entry's data is not a JSON object")
     return value
+
+
+def _stream_seq(reader: EmbeddedLogReader, who: str, position: Position,
+                what: str = "position") -> int:
+    """The seq of ``position``, a position of this Space's log: ``PositionLostError``
+    for another log's, ``ConfigError`` for one whose streams are not the Space's one."""
+    lineage = _log_id(reader)
+    if position.lineage != lineage:
+        raise _lost(who, "lineage", f"the {what} belongs to log {position.lineage!r}, "
+                    f"this Space's log is {lineage!r}")
+    seq = position.next_seqs.get(STREAM)
+    if seq is None or set(position.next_seqs) != {STREAM}:
+        raise ConfigError(f"{who}: a Space position has exactly one stream "
+                          f"{STREAM!r}, not {sorted(position.next_seqs)}")
+    return seq
 
 
 def _lost(cache: str, code: str, why: str) -> PositionLostError:

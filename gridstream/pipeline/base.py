@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
+from gridstream.errors import ConfigError
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
@@ -43,6 +45,15 @@ class Guarantee(StrEnum):
     NONE = "NONE"
     AT_LEAST_ONCE = "AT_LEAST_ONCE"
     EXACTLY_ONCE = "EXACTLY_ONCE"
+
+    @classmethod
+    def parse(cls, value: Guarantee | str, what: str = "guarantee") -> Guarantee:
+        """``value`` as a guarantee, in any case; ``ConfigError`` naming ``what`` and the
+        choices otherwise."""
+        try:
+            return cls(str(value).upper())
+        except ValueError:
+            raise ConfigError(f"{what} {value!r}: use one of {', '.join(cls)}") from None
 
     def lowered_to(self, cap: Guarantee) -> Guarantee:
         """The weaker of the two (a sink may lower the pipeline's guarantee, never

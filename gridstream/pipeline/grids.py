@@ -117,11 +117,7 @@ class GridMapSink(Sink):
         self.key_fn = key_fn
         self.value_fn = value_fn
         if guarantee is not None:
-            try:
-                self.cap = Guarantee(str(guarantee).upper())
-            except ValueError as exc:
-                raise ConfigError(f"grid sink {name!r}: guarantee {guarantee!r}: use one of "
-                                  f"{', '.join(g.value for g in Guarantee)}") from exc
+            self.cap = Guarantee.parse(guarantee, f"grid sink {name!r}: guarantee")
         if tasks is not None and (type(tasks) is not int or tasks < 1):
             raise ConfigError(f"grid sink {name!r}: tasks must be a positive integer")
         self.tasks = tasks

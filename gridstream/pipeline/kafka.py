@@ -208,12 +208,8 @@ class KafkaSink(Sink):
             raise ConfigError("KafkaSinks.kafka: give a topic")
         self.bootstrap, client, serde_props = _split(props, "KafkaSinks.kafka", sink=True)
         self.topic, self.key_fn, self.value_fn = topic, key_fn, value_fn
-        try:
-            self.cap = (Guarantee(str(guarantee).upper()) if guarantee is not None
-                        else Guarantee.EXACTLY_ONCE)
-        except ValueError as exc:
-            raise ConfigError(f"guarantee {guarantee!r}: use one of "
-                              f"{', '.join(Guarantee)}") from exc
+        self.cap = (Guarantee.EXACTLY_ONCE if guarantee is None
+                    else Guarantee.parse(guarantee))
         self.client = KafkaProperties(client)
         self.key_ser = serde.serializer(serde_props, is_key=True)
         self.value_ser = serde.serializer(serde_props, is_key=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -255,8 +256,25 @@ def _mark_unfit(out: _Builder, values: list[list[Any]], visible: list[Any],
                 break
 
 
-class ItemPass:
-    """The fused per-item pass (picklable: shipped to the executors)."""
+class _Pass(ABC):
+    """A ``mapInArrow`` function (picklable: shipped to the executors)."""
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        worker.prepare()
+        for batch in batches:
+            yield self.batch(batch)
+
+    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        with _gc_paused():
+            return self._batch(batch)
+
+    @abstractmethod
+    def _batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """One Arrow batch in, the pass's batch out."""
+
+
+class ItemPass(_Pass):
+    """The fused per-item pass."""
 
     def __init__(self, *, pipeline: str, errors: str, shape: ItemShape,
                  decode: Callable[[dict[str, Any]], Any] | None,
@@ -272,15 +290,6 @@ class ItemPass:
         self.one_to_one = all(kind in ("map", "filter") for kind, _, _ in self.steps)
         """Every step gives at most one item for one: the rows run without a list of
         items per step (``_one_to_one``)."""
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        worker.prepare()
-        for batch in batches:
-            yield self.batch(batch)
-
-    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        with _gc_paused():
-            return self._batch(batch)
 
     def _batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         names = [n for n in batch.schema.names if n not in HIDDEN]
@@ -367,7 +376,7 @@ class ItemPass:
                 sources(i)
 
 
-class BatchPass:
+class BatchPass(_Pass):
     """A ``map_batch`` pass: ``fn`` gets the error-free rows' visible columns."""
 
     def __init__(self, *, pipeline: str, errors: str, fn: Callable[[Any], Any],
@@ -375,15 +384,6 @@ class BatchPass:
         self.policy = _Policy(pipeline, errors)
         self.fn, self.kind, self.stage = fn, kind, stage
         self.target = _Out(schema, tuple(schema.names))
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        worker.prepare()
-        for batch in batches:
-            yield self.batch(batch)
-
-    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        with _gc_paused():
-            return self._batch(batch)
 
     def _batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         import pyarrow as pa

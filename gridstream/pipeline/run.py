@@ -68,11 +68,7 @@ class RunOptions:
            checkpoint_interval: str | None = None,
            allowed_modules: tuple[str, ...] = (),
            real_time_python: bool = False) -> RunOptions:
-        try:
-            chosen = Guarantee(str(guarantee).upper())
-        except ValueError as exc:
-            raise ConfigError(f"guarantee {guarantee!r}: use one of "
-                              f"{', '.join(Guarantee)}") from exc
+        chosen = Guarantee.parse(guarantee)
         if chosen != Guarantee.NONE and not checkpoint:
             raise ConfigError(f"guarantee {chosen}: give a checkpoint directory (the "
                               "offsets and the batch ids live there)")

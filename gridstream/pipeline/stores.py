@@ -82,11 +82,7 @@ class StoreSink(Sink):
             raise ConfigError(f"store sink codec {codec!r}: use one of "
                               f"{', '.join(VALUE_CODECS)}")
         if guarantee is not None:
-            try:
-                self.cap = Guarantee(str(guarantee).upper())
-            except ValueError as exc:
-                raise ConfigError(f"guarantee {guarantee!r}: use one of "
-                                  f"{', '.join(Guarantee)}") from exc
+            self.cap = Guarantee.parse(guarantee)
         self.types = _types(types)
         self.codec = codec
         self._transcoder = None if codec == "json" else Transcoder(

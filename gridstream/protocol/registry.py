@@ -145,48 +145,27 @@ class SchemaRegistryClientRegistry:
 
     def lookup(self, subject: str, schema: str) -> int | None:
         Schema = _schema_registry().Schema  # noqa: N806
-        SchemaRegistryError = _schema_registry(".error").SchemaRegistryError  # noqa: N806
 
         client = self._open()
-        try:
-            found = client.lookup_schema(subject, Schema(schema, "AVRO"))
-        except SchemaRegistryError as exc:
-            if exc.http_status_code == _NOT_FOUND:
-                return None
-            raise self._failed(f"looking up a schema in subject {subject!r}", exc) from exc
-        except Exception as exc:
-            raise self._failed(f"looking up a schema in subject {subject!r}", exc) from exc
-        return int(found.schema_id)
+        found = self._read(f"looking up a schema in subject {subject!r}",
+                           lambda: client.lookup_schema(subject, Schema(schema, "AVRO")))
+        return None if found is None else int(found.schema_id)
 
     def schema(self, schema_id: int) -> str | None:
-        SchemaRegistryError = _schema_registry(".error").SchemaRegistryError  # noqa: N806
-
         client = self._open()
-        try:
-            found = client.get_schema(schema_id)
-        except SchemaRegistryError as exc:
-            if exc.http_status_code == _NOT_FOUND:
-                return None
-            raise self._failed(f"looking up schema id {schema_id}", exc) from exc
-        except Exception as exc:
-            raise self._failed(f"looking up schema id {schema_id}", exc) from exc
+        found = self._read(f"looking up schema id {schema_id}",
+                           partial(client.get_schema, schema_id))
+        if found is None:
+            return None
         if (found.schema_type or "AVRO") != "AVRO":
             raise CodecError(f"schema id {schema_id} is a {found.schema_type} schema, not Avro")
         return str(found.schema_str)
 
     def latest(self, subject: str) -> str | None:
-        SchemaRegistryError = _schema_registry(".error").SchemaRegistryError  # noqa: N806
-
         client = self._open()
-        try:
-            found = client.get_latest_version(subject)
-        except SchemaRegistryError as exc:
-            if exc.http_status_code == _NOT_FOUND:
-                return None
-            raise self._failed(f"reading subject {subject!r}", exc) from exc
-        except Exception as exc:
-            raise self._failed(f"reading subject {subject!r}", exc) from exc
-        if (found.schema.schema_type or "AVRO") != "AVRO":
+        found = self._read(f"reading subject {subject!r}",
+                           partial(client.get_latest_version, subject))
+        if found is None or (found.schema.schema_type or "AVRO") != "AVRO":
             return None
         return str(found.schema.schema_str)
 

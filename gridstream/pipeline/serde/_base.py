@@ -23,18 +23,11 @@ def unknown_fields(props: Mapping[str, Any]) -> str:
     return str(props.get("unknown.fields", props.get("unknown_fields", "extra")))
 
 
-class Deserializer(ABC):
-    """Kafka bytes → a value (one side of a record: key or value)."""
+class _Side:
+    """One side of a record (key or value), named for messages."""
 
     name: str = ""
     """The short name (``String``, ``Avro``, ...)."""
-    ddl: str | None = None
-    """The Spark type of the decoded value when it is fixed (``string``, ``bigint``, a
-    declared struct), else None (any Python object: JSON without a declared schema)."""
-
-    why_python: str = ""
-    """Why ``jvm`` gave None (for ``describe``), when there is more to say than that this
-    format has no JVM form."""
 
     def __init__(self, *, is_key: bool) -> None:
         self.is_key = is_key
@@ -45,6 +38,18 @@ class Deserializer(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.side})"
+
+
+class Deserializer(_Side, ABC):
+    """Kafka bytes → a value (one side of a record: key or value)."""
+
+    ddl: str | None = None
+    """The Spark type of the decoded value when it is fixed (``string``, ``bigint``, a
+    declared struct), else None (any Python object: JSON without a declared schema)."""
+
+    why_python: str = ""
+    """Why ``jvm`` gave None (for ``describe``), when there is more to say than that this
+    format has no JVM form."""
 
     def for_topics(self, topics: Sequence[str] | None) -> None:
         """The source's topics (None: a pattern), told before ``prepare``."""
@@ -85,22 +90,11 @@ class Deserializer(ABC):
         return None
 
 
-class Serializer(ABC):
+class Serializer(_Side, ABC):
     """A value → Kafka bytes."""
 
-    name: str = ""
     jvm_type: str | None = None
     """The Spark type ``jvm`` takes (``string`` for String), None without a JVM form."""
-
-    def __init__(self, *, is_key: bool) -> None:
-        self.is_key = is_key
-
-    @property
-    def side(self) -> str:
-        return "key" if self.is_key else "value"
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.side})"
 
     def jvm(self, col: Column, topic: str | None = None) -> Column | None:
         """The JVM encode of ``col`` (of type ``jvm_type``) to binary, or None."""

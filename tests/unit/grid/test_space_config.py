@@ -72,6 +72,27 @@ def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
             adapter.read_changes("A", Position(end.lineage, {"log": 1, "other": 1}), 5)
 
 
+def test_reading_and_acknowledging_check_a_position_the_same_way(tmp_path: Path) -> None:
+    """A position of another log is lost (code ``lineage``) and one without exactly the
+    Space's stream is a config error, for ``read_changes`` and ``acknowledge`` alike."""
+    from gridstream.errors import PositionLostError
+
+    with Space.embedded("s", data_dir=tmp_path, fsync="never") as space, \
+            SpaceAdapter(SpaceGridConfig(str(tmp_path), "s"), space=space) as adapter:
+        end = adapter.end_position("A")
+        other_log = Position("another-log", dict(end.next_seqs))
+        two_streams = Position(end.lineage, {"log": 1, "other": 1})
+        uses = {"read": lambda pos: adapter.read_changes("A", pos, 5),
+                "acknowledge": lambda pos: adapter.acknowledge("c1", pos)}
+        for use, call in uses.items():
+            with pytest.raises(PositionLostError, match="belongs to log 'another-log'") as lost:
+                call(other_log)
+            assert lost.value.detail == "lineage", use
+            with pytest.raises(ConfigError, match="exactly one stream 'log'"):
+                call(two_streams)
+        adapter.acknowledge("c1", end)  # the log's own position is taken
+
+
 def test_the_watcher_survives_failures_to_read_the_log(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -255,6 +255,24 @@ def test_a_kafka_sink_guarantee_is_read_in_any_case(spelt: str) -> None:
     assert KafkaSinks.kafka(OUT, "out", guarantee=spelt).cap == Guarantee.AT_LEAST_ONCE
 
 
+def test_a_guarantee_is_read_one_way_by_the_run_and_every_sink() -> None:
+    """``Guarantee.parse`` is the one reading: the run's options and each sink refuse a
+    wrong spelling with the choices, naming what was given."""
+    from gridstream.pipeline import GridSinks, StoreSinks
+    from gridstream.pipeline.run import RunOptions
+
+    assert Guarantee.parse("exactly_once") is Guarantee.EXACTLY_ONCE
+    assert Guarantee.parse(Guarantee.NONE) is Guarantee.NONE
+    choices = "use one of NONE, AT_LEAST_ONCE, EXACTLY_ONCE"
+    for build in (lambda: RunOptions.of("twice", "/tmp/ck", None),
+                  lambda: KafkaSinks.kafka(OUT, "out", guarantee="twice"),
+                  lambda: StoreSinks.parquet("/tmp/p", guarantee="twice")):
+        with pytest.raises(ConfigError, match=f"^guarantee 'twice': {choices}$"):
+            build()
+    with pytest.raises(ConfigError, match=f"^grid sink 'm': guarantee 'twice': {choices}$"):
+        GridSinks.map({"kind": "hazelcast"}, "m", guarantee="twice")
+
+
 def test_real_time_checks_the_guarantee_the_sink_lowered() -> None:
     job = _pipeline(guarantee="AT_LEAST_ONCE").job(
         Guarantee.EXACTLY_ONCE, "/tmp/ck", "real_time", real_time_python=True)

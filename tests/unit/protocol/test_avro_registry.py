@@ -118,3 +118,52 @@ def test_envelope_of_record_restores_what_another_reader_decoded() -> None:
     assert envelope_of_record(record, schema) == envelope
     with pytest.raises(CodecError, match="not a gridstream envelope schema"):
         envelope_of_record(record, {"type": "record", "name": "X", "fields": []})
+
+
+class _Answers:
+    """A stand-in for confluent-kafka's client: each read gives ``found`` or raises."""
+
+    def __init__(self, found: object) -> None:
+        self.found = found
+
+    def _answer(self, *_: object) -> object:
+        if isinstance(self.found, Exception):
+            raise self.found
+        return self.found
+
+    lookup_schema = get_schema = get_latest_version = _answer
+
+
+def test_the_registry_reads_say_none_for_404_and_fail_for_anything_else() -> None:
+    """lookup, schema and latest share one reading: 404 is "not there" (None), any other
+    answer a ``RegistryError`` that names the action and not the credentials."""
+    from types import SimpleNamespace
+
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    from gridstream.errors import RegistryError
+    from gridstream.protocol.registry import SchemaRegistryClientRegistry
+
+    registry = SchemaRegistryClientRegistry("http://user:s3cret@localhost:1")
+    reads = {"lookup": lambda: registry.lookup("s", '"string"'),
+             "schema": lambda: registry.schema(7), "latest": lambda: registry.latest("s")}
+    registry._client = _Answers(SchemaRegistryError(404, 40401, "not found"))
+    assert {name: read() for name, read in reads.items()} == dict.fromkeys(reads)
+    actions = {"lookup": "looking up a schema in subject 's'",
+               "schema": "looking up schema id 7", "latest": "reading subject 's'"}
+    for failure in (SchemaRegistryError(500, 50001, "down s3cret"), OSError("refused")):
+        registry._client = _Answers(failure)
+        for name, read in reads.items():
+            with pytest.raises(RegistryError, match=actions[name]) as caught:
+                read()
+            assert "s3cret" not in str(caught.value)
+    avro = SimpleNamespace(schema_id=3, schema_type=None, schema_str='"int"')
+    registry._client = _Answers(avro)
+    assert registry.lookup("s", '"int"') == 3 and registry.schema(3) == '"int"'
+    registry._client = _Answers(SimpleNamespace(schema=avro))
+    assert registry.latest("s") == '"int"'
+    registry._client = _Answers(SimpleNamespace(schema_type="JSON", schema_str="{}",
+                                                schema=SimpleNamespace(schema_type="JSON")))
+    assert registry.latest("s") is None
+    with pytest.raises(CodecError, match="schema id 3 is a JSON schema, not Avro"):
+        registry.schema(3)
