@@ -52,8 +52,8 @@ class Guarantee(StrEnum):
         choices otherwise."""
         try:
             return cls(str(value).upper())
-        except ValueError:
-            raise ConfigError(f"{what} {value!r}: use one of {', '.join(cls)}") from None
+        except ValueError as exc:
+            raise ConfigError(f"{what} {value!r}: use one of {', '.join(cls)}") from exc
 
     def lowered_to(self, cap: Guarantee) -> Guarantee:
         """The weaker of the two (a sink may lower the pipeline's guarantee, never

@@ -82,10 +82,11 @@ def test_reading_and_acknowledging_check_a_position_the_same_way(tmp_path: Path)
         end = adapter.end_position("A")
         other_log = Position("another-log", dict(end.next_seqs))
         two_streams = Position(end.lineage, {"log": 1, "other": 1})
-        uses = {"read": lambda pos: adapter.read_changes("A", pos, 5),
-                "acknowledge": lambda pos: adapter.acknowledge("c1", pos)}
+        uses = {"the position": lambda pos: adapter.read_changes("A", pos, 5),
+                "the acknowledged position": lambda pos: adapter.acknowledge("c1", pos)}
         for use, call in uses.items():
-            with pytest.raises(PositionLostError, match="belongs to log 'another-log'") as lost:
+            with pytest.raises(PositionLostError,
+                               match=f": {use} belongs to log 'another-log'") as lost:
                 call(other_log)
             assert lost.value.detail == "lineage", use
             with pytest.raises(ConfigError, match="exactly one stream 'log'"):
