@@ -72,6 +72,7 @@ class Writer(threading.Thread):
             self.error = exc
 
 
+@pytest.mark.slow  # a fault run: the slow suite (make test-slow)
 def test_member_kill_loses_and_repeats_no_change(two_members: PrivateCluster) -> None:
     reader = two_members.adapter(invocation_timeout_s=120)
     position = reader.end_position(CACHE)

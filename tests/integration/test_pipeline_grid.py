@@ -285,6 +285,7 @@ def test_error_rows_logged_or_dead_lettered_and_the_rest_written(
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # a fault run (two driver processes): the slow suite (make test-slow)
 def test_a_driver_killed_between_the_write_and_the_checkpoint_reruns_the_batch(
         grid: Grid, kafka_bootstrap: str, topic_factory: Callable[..., str],
         tmp_path: Path) -> None:
