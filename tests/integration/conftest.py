@@ -23,6 +23,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+def _running() -> set[str]:
+    """The stack's processes that run now (each Hazelcast member apart)."""
+    every = stack.services(list(stack.SERVICES))
+    return {service.marker for service in every if service.status().state != "down"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stack_left_as_found() -> Iterator[None]:
+    """Stops, at the session's end, every stack process the session started, however it
+    was started (a helper's own ``up()`` too: the stack's Hazelcast member was left
+    running after every ``make test``); what ran before the session keeps running."""
+    before = _running()
+    yield
+    if os.environ.get("GRIDSTREAM_KEEP_STACK"):
+        return
+    for service in stack.services(list(stack.SERVICES)):
+        if service.marker not in before and service.status().state != "down":
+            service.down()
+
+
 def _ensure(name: str) -> Iterator[LocalService]:
     service = stack.services([name])[0]  # a cluster's first member stands for it
     was_up = service.status().state == "up"
