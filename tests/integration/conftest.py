@@ -38,9 +38,14 @@ def _stack_left_as_found() -> Iterator[None]:
     yield
     if os.environ.get("GRIDSTREAM_KEEP_STACK"):
         return
+    failed = []
     for service in stack.services(list(stack.SERVICES)):
-        if service.marker not in before and service.status().state != "down":
-            service.down()
+        try:
+            if service.marker not in before and service.status().state != "down":
+                service.down()
+        except Exception as exc:  # noqa: BLE001 - the others are stopped all the same
+            failed.append(f"{service.name}: {exc}")
+    assert not failed, f"could not stop what the session started: {failed}"
 
 
 def _ensure(name: str) -> Iterator[LocalService]:
