@@ -49,12 +49,10 @@ def _stack_left_as_found() -> Iterator[None]:
 
 
 def _ensure(name: str) -> Iterator[LocalService]:
+    """The service, started unless it runs (``_stack_left_as_found`` stops it after)."""
     service = stack.services([name])[0]  # a cluster's first member stands for it
-    was_up = service.status().state == "up"
     service.up()  # idempotent; raises StackError with the log tail when it cannot start
     yield service
-    if not was_up and not os.environ.get("GRIDSTREAM_KEEP_STACK"):
-        service.down()
 
 
 @pytest.fixture(scope="session")
