@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from gridstream.errors import GridstreamError
+from gridstream.errors import GridstreamError, NotInstalledError
 
 __all__ = ["main"]
 
@@ -37,6 +37,7 @@ def _stack(args: argparse.Namespace) -> int:
     elif args.action == "fetch":
         for name in stack.ARTIFACT_SETS:
             print(f"{name:<10}{stack.ensure_artifacts(name)}", flush=True)
+        _spark_class_data()
     else:
         statuses = [svc.status() for svc in chosen]
         for status in statuses:
@@ -44,6 +45,22 @@ def _stack(args: argparse.Namespace) -> int:
         if any(s.state != "up" for s in statuses):
             return 3
     return 0
+
+
+def _spark_class_data() -> None:
+    """The Spark driver's class-data archive, built once (without PySpark: nothing)."""
+    from gridstream.spark import class_data
+
+    started = time.monotonic()
+    try:
+        found = class_data.archive(class_data.driver_jars())
+    except NotInstalledError:
+        return
+    if not found.is_file():
+        print("building the Spark driver's class-data archive (once, about a minute) ...",
+              flush=True)
+    print(f"{'classes':<10}{class_data.build()}  ({time.monotonic() - started:.1f}s)",
+          flush=True)
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -377,7 +377,7 @@ def _run_partitioned(plan: SlotPlan, slot: int, batches: Iterator[pa.RecordBatch
     # completes or aborts its pending commit) before the marker is read
     txn = open_slot(plan, slot, "", checked=True)
     assert txn is not None  # unchecked: always opened
-    if plan.check or _is_retry():  # check: the plan reads a shuffle (``_reads_shuffle``)
+    if plan.check or _is_retry():  # check: the plan reads a shuffle (reads_shuffle)
         with txn.failing():
             marker = _reader(plan, slot).get(marker_key(plan.query_id, slot), plan.wait_s)
         if marker is not None and marker.batch >= plan.batch_id:

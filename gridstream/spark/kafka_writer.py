@@ -60,10 +60,9 @@ from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import kafka_error
 from gridstream.spark import _producers
+from gridstream.spark._batch_content import content, hashes, reads_shuffle
 from gridstream.spark._kafka_slots import (
     COLUMNS,
-    H1,
-    H2,
     Marker,
     SlotPlan,
     decide,
@@ -184,7 +183,7 @@ class KafkaExactlyOnceWriter:
         """Write one batch; skip the slots an earlier run of this batch committed."""
         started = time.monotonic()
         query_id = self._query_id(df)
-        rows = _hashes(self._rows(df))
+        rows = hashes(self._rows(df))
         if not self._checks(df, query_id, batch_id):
             # no earlier run can have written the batch: one pass, slot = partition
             # index, each task sums its content while it writes (for a later re-run)
@@ -217,7 +216,7 @@ class KafkaExactlyOnceWriter:
             rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             ranking = time.monotonic()
-            stats = _content(rows)
+            stats = content(rows)
             counted = time.monotonic() - ranking
             slots = match_slots(stats, markers, batch_id)
             return self._write(rows, query_id, batch_id, started, slots, counted, committed)
@@ -232,9 +231,9 @@ class KafkaExactlyOnceWriter:
         """The write pass: ``slots`` from ``match_slots`` and ``committed`` (the batch's
         markers) for a batch an earlier run committed in part, or None (slot = partition
         index; each task reads its marker when ``check``, when it is a retry, or when the
-        batch's plan reads a shuffle: see ``_reads_shuffle``)."""
+        batch's plan reads a shuffle: see ``reads_shuffle``)."""
         partitioned = slots is None
-        check = check or not partitioned or _reads_shuffle(rows)
+        check = check or not partitioned or reads_shuffle(rows)
         plan = SlotPlan(self.properties, self.topic, self.marker_topic, self._partitions,
                         query_id, self._prefix(query_id), batch_id, slots or {},
                         self.timeout_s, self.wait_s(), committed or {}, check,
@@ -410,21 +409,6 @@ def _of_batch(markers: Mapping[int, Marker], batch_id: int) -> dict[int, Marker]
     return {slot: m for slot, m in markers.items() if m.batch == batch_id}
 
 
-def _reads_shuffle(rows: DataFrame) -> bool:
-    """Whether the batch reads a shuffle (or cannot be told). When a shuffle's output is
-    lost Spark runs the writer's stage again, its tasks' attempts numbered from 0
-    (PySpark shows no stage attempt): a one-pass task of such a batch fences and reads
-    its marker as a retry does. Inside ``foreachBatch`` the batch's plan is a scan of
-    the query's RDD (no ``Exchange`` to see): its lineage names the shuffle."""
-    try:
-        execution = rows._jdf.queryExecution()
-        plan = str(execution.executedPlan().toString())
-        lineage = str(execution.toRdd().toDebugString())
-    except Exception:  # noqa: BLE001 - no plan to read: assume the worst
-        return True
-    return "Exchange" in plan or "Shuffled" in lineage
-
-
 def _task_error(exc: Exception) -> str:
     """For the message: the task's own error line (Spark wraps it in its traceback text:
     a gridstream error, else the last ``SomeError: …`` line of the Python traceback),
@@ -454,22 +438,3 @@ def _broker_max(admin: AdminClient, timeout_s: float) -> int | None:
                           "the check: check_broker_timeout=False)", exc) from exc
     entry = configs.get("transaction.max.timeout.ms")
     return int(entry.value) if entry is not None and entry.value else None
-
-
-def _hashes(rows: DataFrame) -> DataFrame:
-    """``rows`` with two hashes of each row (order-free sums of them know a partition)."""
-    import pyspark.sql.functions as F
-
-    columns = [F.col(c) for c in rows.columns]
-    return rows.select("*", F.xxhash64(*columns).alias(H1), F.hash(*columns).alias(H2))
-
-
-def _content(hashed: DataFrame) -> list[tuple[int, int, int, int]]:
-    """Each partition's rows and hash sums, in the JVM (one pass)."""
-    import pyspark.sql.functions as F
-
-    stats = (hashed.select(F.spark_partition_id().alias("p"), H1, H2).groupBy("p")
-             .agg(F.count(F.lit(1)).alias("n"),
-                  F.sum(F.col(H1).cast("decimal(38,0)")).alias("h1"),
-                  F.sum(F.col(H2).cast("decimal(38,0)")).alias("h2")).collect())
-    return [(int(r.p), int(r.n), int(r.h1), int(r.h2)) for r in stats]

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from gridstream._optional import require
 from gridstream.errors import SparkError
-from gridstream.runtime.artifacts import classpath
 from gridstream.runtime.java import find_java
+from gridstream.spark import class_data
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,6 +78,8 @@ def get_spark(
     conf: Mapping[str, str] | None = None,
     extra_jar_sets: tuple[str, ...] = (),
     log_file: Path | None = None,
+    *,
+    archive_classes_to: Path | None = None,
 ) -> SparkSession:
     """A SparkSession with the Kafka connector (and Delta Lake, when pinned) on the
     classpath (no network resolution).
@@ -85,23 +87,30 @@ def get_spark(
     ``master`` defaults to ``$GRIDSTREAM_SPARK_MASTER`` or ``local[2]``; ``conf`` entries
     win over the defaults. With ``log_file``, the driver's log goes there instead of to
     stderr, and so does whatever the JVM and the Python workers it starts write to their
-    stderr (``_stderr_into``; a JVM started before keeps its own).
+    stderr (``_stderr_into``; a JVM started before keeps its own). A new driver JVM
+    starts from the class-data archive when there is one (``class_data``);
+    ``archive_classes_to`` makes it write one there as it exits instead.
     """
     require("pyspark", "a Spark session")
     from pyspark.sql import SparkSession
     _environment()
-    jars = [str(j) for name in ("spark", *extra_jar_sets) for j in classpath(name)]
+    pinned = class_data.driver_jars(extra_jar_sets)
+    jars = [str(j) for j in pinned]
     builder = SparkSession.builder.master(
         master or os.environ.get("GRIDSTREAM_SPARK_MASTER", "local[2]")
     ).appName(app_name)
     log_conf = Path(__file__).with_name("log4j2.properties")
     has_delta = any(Path(j).name.startswith("delta-spark_") for j in jars)
+    shared = class_data.java_options(pinned, dump_to=archive_classes_to)
     settings = {
         **DEFAULT_CONF,
         **(DELTA_CONF if has_delta else {}),
         "spark.jars": ",".join(jars),
+        # the driver's own class path too: classes its application class loader loads
+        # can be in the class-data archive (those of ``spark.jars`` alone cannot)
+        "spark.driver.extraClassPath": os.pathsep.join(jars),
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_conf} "
-        f"{AVRO_LIMITS}" + (
+        f"{AVRO_LIMITS} {shared}".rstrip() + (
             f' -Dgridstream.log.appender=file "-Dgridstream.log.file={log_file}"'
             if log_file is not None else ""),
         "spark.executor.extraJavaOptions": AVRO_LIMITS,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -69,7 +70,8 @@ def _python_pass(decoded: Decoded) -> Callable[[Iterator[pa.RecordBatch]],
 class Query:
     """A streaming query reading a topic through ``decode_columns`` into a list."""
 
-    def __init__(self, spark: Any, bootstrap: str, topic: str, props: dict[str, Any]) -> None:
+    def __init__(self, spark: Any, bootstrap: str, topic: str, props: dict[str, Any],
+                 checkpoint: Path) -> None:
         raw = (spark.readStream.format("kafka")
                .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
                .option("startingOffsets", "earliest").load())
@@ -85,7 +87,7 @@ class Query:
 
         self.query = (columns.mapInArrow(_python_pass(self.decoded), OUT)
                       .writeStream.foreachBatch(collect)
-                      .option("checkpointLocation", f"/tmp/gs-serde-ck-{uuid.uuid4().hex}")
+                      .option("checkpointLocation", str(checkpoint))
                       .start())
 
     def drain(self) -> dict[int, dict[str, Any]]:
@@ -97,11 +99,13 @@ class Query:
 
 
 @pytest.fixture()
-def query(spark: Any, kafka_bootstrap: str) -> Iterator[Callable[..., Query]]:
+def query(spark: Any, kafka_bootstrap: str,
+          tmp_path: Path) -> Iterator[Callable[..., Query]]:
     started: list[Query] = []
 
     def start(topic: str, props: dict[str, Any]) -> Query:
-        started.append(Query(spark, kafka_bootstrap, topic, props))
+        checkpoint = tmp_path / f"checkpoint-{len(started)}"
+        started.append(Query(spark, kafka_bootstrap, topic, props, checkpoint))
         return started[-1]
 
     yield start

@@ -204,12 +204,12 @@ def _commit_by_hand(bootstrap: str, writer: KafkaExactlyOnceWriter, topic: str, 
                     batch_id: int, marker_partitions: int) -> None:
     """Commit ``batch`` (one partition) with its slot's producer and marker, as a task of
     an earlier attempt or run would have."""
+    from gridstream.spark._batch_content import content, hashes
     from gridstream.spark._kafka_slots import Marker, content_of, marker_key, marker_partition
-    from gridstream.spark.kafka_writer import _content, _hashes
 
     query = writer.query_id
     assert query is not None
-    [(part, rows, h1, h2)] = _content(_hashes(writer._rows(batch)))
+    [(part, rows, h1, h2)] = content(hashes(writer._rows(batch)))
     producer = Producer({"bootstrap.servers": bootstrap,
                          "transactional.id": writer.transactional_id(query, part)})
     producer.init_transactions(30)
@@ -271,12 +271,14 @@ def _commit_slots(spark: Any, bootstrap: str, writer: KafkaExactlyOnceWriter, df
                   first_slot: int) -> int:
     """What a failed run of batch 0 leaves: slots ``first_slot``.. committed (rows and
     marker in one transaction, as a task does), the others not; returns the rows."""
+    from gridstream.spark._batch_content import content as content_of_parts
+    from gridstream.spark._batch_content import hashes
     from gridstream.spark._kafka_slots import Marker, marker_key, marker_partition
-    from gridstream.spark.kafka_writer import _content, _hashes, match_slots
+    from gridstream.spark.kafka_writer import match_slots
 
     query = writer.query_id
     assert query is not None and writer.topic is not None
-    slots = match_slots(_content(_hashes(writer._rows(df))), {}, 0)
+    slots = match_slots(content_of_parts(hashes(writer._rows(df))), {}, 0)
     rows_of = dict(df.rdd.mapPartitionsWithIndex(lambda p, it: [(p, list(it))]).collect())
     writer._prepare(df, query, len(slots))
     written = 0
@@ -437,7 +439,7 @@ def test_a_foreach_batch_whose_query_shuffles_is_seen_to_read_a_shuffle(
     Exchange in it: a query that repartitions (or aggregates) is still told to read a
     shuffle (from the RDD's lineage), so its one-pass tasks read their markers, and a
     query that does not is not."""
-    from gridstream.spark.kafka_writer import _reads_shuffle
+    from gridstream.spark._batch_content import reads_shuffle
     from tests.integration.support.pipeline_helpers import produce
 
     topic = topic_factory(2)
@@ -450,7 +452,7 @@ def test_a_foreach_batch_whose_query_shuffles_is_seen_to_read_a_shuffle(
         if name == "shuffled":
             df = df.repartition(3)
         query = (df.writeStream.foreachBatch(
-            lambda batch, _, name=name: seen[name].append(_reads_shuffle(batch)))
+            lambda batch, _, name=name: seen[name].append(reads_shuffle(batch)))
             .option("checkpointLocation", str(tmp_path / name))
             .trigger(availableNow=True).start())
         query.awaitTermination(120)

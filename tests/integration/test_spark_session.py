@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from gridstream.feeds import FeedConfig, StoreFeed
 from tests.integration.support.spark_workload import ORDER, PERSON, Workload, produce
@@ -70,18 +75,47 @@ print("stopped after", len(seen), "batches")
 """
 
 
-def test_a_clean_run_shows_no_spark_warning_noise(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def noisy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, str]:
+    """The script above run as a process of its own (a new driver JVM), and the classes
+    its driver JVM loaded with where each came from (Java's class-load log)."""
+    from gridstream.spark import class_data
+
+    class_data.build()  # `gridstream stack fetch` (the README's commands) built it
+    tmp = tmp_path_factory.mktemp("noise")
+    script = _NOISY.replace("{checkpoint}", str(tmp / "ckpt"))
+    # each JVM (spark-submit's launcher, then the driver) logs to a file of its own
+    env = {**os.environ,
+           "JDK_JAVA_OPTIONS": f"-Xlog:class+load=info:file={tmp}/classes-%p.log"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, check=False, env=env,
+                          cwd=Path(__file__).resolve().parents[2])
+    logs = [p.read_text() for p in tmp.glob("classes-*.log")]
+    driver = [log for log in logs if "org.apache.spark.SparkContext " in log]
+    assert len(driver) == 1, f"{len(logs)} class-load logs, {len(driver)} of a driver"
+    return done, driver[0]
+
+
+def test_a_clean_run_shows_no_spark_warning_noise(noisy_run: tuple[Any, str]) -> None:
     """A batch longer than its trigger (every batch of a connector's backlog at its
     100 ms pollInterval) and a stop between batches printed Spark WARNs a user can do
     nothing about: "Current batch is falling behind", "Failed to cancel job group"."""
-    import subprocess
-    import sys
-
-    script = _NOISY.replace("{checkpoint}", str(tmp_path / "ckpt"))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300, check=False,
-                          cwd=Path(__file__).resolve().parents[2])
+    done, _ = noisy_run
     assert done.returncode == 0, done.stderr[-3000:]
     assert "stopped after" in done.stdout
     assert "falling behind" not in done.stderr, done.stderr[-3000:]
     assert "Failed to cancel job group" not in done.stderr, done.stderr[-3000:]
+
+
+def test_a_new_driver_loads_its_classes_from_the_class_data_archive(
+        noisy_run: tuple[Any, str]) -> None:
+    """The driver JVM maps Spark's classes, and the pinned jars' (its own class path
+    too), from the archive ``gridstream stack fetch`` built (Java calls it the top
+    layer of the shared objects file), instead of reading and verifying each jar's."""
+    done, classes = noisy_run
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("org.apache.spark.SparkContext",
+                 "org.apache.spark.sql.kafka010.KafkaSourceProvider"):
+        line = next((ln for ln in classes.splitlines() if f" {name} source:" in ln), None)
+        assert line is not None, f"{name} was not loaded"
+        assert line.endswith("source: shared objects file (top)"), line

@@ -18,7 +18,7 @@ def test_a_failed_start_points_at_the_log_file_with_the_jvms_output(
         raise RuntimeError("Java gateway process exited before sending its port number")
 
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refuse)
-    monkeypatch.setattr(session, "classpath", lambda name: [])
+    monkeypatch.setattr(session.class_data, "driver_jars", lambda extra=(): [])
     log = tmp_path / "run.log"
     with pytest.raises(SparkError, match=f"exited before .*what the JVM said is in {log}"):
         session.get_spark(log_file=log)
