@@ -48,19 +48,25 @@ def _stack(args: argparse.Namespace) -> int:
 
 
 def _spark_class_data() -> None:
-    """The Spark driver's class-data archive, built once (without PySpark: nothing)."""
+    """The Spark driver's class-data archive, built once (without PySpark: nothing). A
+    failed build is a warning: drivers then start without it, slower, nothing else."""
     from gridstream.spark import class_data
 
     started = time.monotonic()
     try:
-        found = class_data.archive(class_data.driver_jars())
+        if not class_data.archive(class_data.driver_jars()).is_file():
+            print("building the Spark driver's class-data archive (once, about a "
+                  "minute) ...", file=sys.stderr, flush=True)
+        built = class_data.build()
     except NotInstalledError:
         return
-    if not found.is_file():
-        print("building the Spark driver's class-data archive (once, about a minute) ...",
-              flush=True)
-    print(f"{'classes':<10}{class_data.build()}  ({time.monotonic() - started:.1f}s)",
-          flush=True)
+    except GridstreamError as exc:
+        first, *rest = str(exc).splitlines() or [type(exc).__name__]
+        print(f"warning: {first.rstrip(':')}; Spark drivers start without it (slower, "
+              "nothing else)",
+              *(f"  {line}" for line in rest), sep="\n", file=sys.stderr, flush=True)
+        return
+    print(f"{'classes':<10}{built}  ({time.monotonic() - started:.1f}s)", flush=True)
 
 
 def _demo(args: argparse.Namespace) -> int:

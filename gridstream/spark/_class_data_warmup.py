@@ -64,18 +64,24 @@ def main(argv: list[str]) -> int:
     from gridstream.spark.session import get_spark
 
     target = Path(argv[0])
-    spark = get_spark(app_name="gridstream-class-data", archive_classes_to=target)
+    # local: the warm-up's files are this machine's, and so are its executors' classes
+    spark = get_spark("local[2]", app_name="gridstream-class-data",
+                      archive_classes_to=target)
     with tempfile.TemporaryDirectory(prefix="gs-class-data-") as work:
         _warm_up(spark, Path(work))
     spark.stop()
     gateway = SparkContext._gateway
     if gateway is None:
+        print("no Java gateway after the warm-up: no JVM to write the archive", flush=True)
         return 1
     process = gateway.proc
     gateway.shutdown()
     process.stdin.close()  # the JVM exits when its stdin ends, writing the archive
-    process.wait(WAIT_FOR_EXIT_S)
-    return 0 if target.is_file() else 1
+    code = process.wait(WAIT_FOR_EXIT_S)
+    if not target.is_file():
+        print(f"the driver JVM exited {code} without writing {target}", flush=True)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -6,22 +6,25 @@ A driver started with it is ready in about half the time (``docs/benchmarks.md``
 "Spark's start-up"). ``gridstream stack fetch`` (which both README commands run) builds
 it once, in ``$GRIDSTREAM_HOME/jvm/``: a driver JVM runs a small warm-up (a batch job,
 a Python pass, a streaming query, the Kafka, Avro and Delta plans) and writes the
-archive as it exits. The file's name holds a digest of what it was made from (the
-``java`` executable, PySpark's jars and the pinned ones): after an upgrade of any of
-them a driver starts without it until ``gridstream stack fetch`` builds a new one, and
-a driver never starts with an archive of other jars (Java checks them again and starts
+archive as it exits. The file's name holds a digest of what it was made from (the Java
+runtime, PySpark's jars and the pinned ones): after an upgrade of any of them a driver
+starts without it until ``gridstream stack fetch`` builds a new one, and a driver never
+starts with an archive of other jars (Java checks the class path again and starts
 without it on any mismatch, silently). Nothing else changes: the classes are the same
 and so is everything the driver does after its start.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gridstream._optional import require
@@ -32,7 +35,7 @@ from gridstream.runtime.java import find_java
 __all__ = ["archive", "build", "driver_jars", "java_options"]
 
 _PREFIX = "spark-driver-classes-"
-_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+_QUIET = "-Xlog:cds*=off"
 """Java's notes on the archive (classes it leaves out, an archive it cannot use) are not
 the user's concern: the driver starts either way."""
 BUILD_TIMEOUT_S = 600.0
@@ -50,12 +53,20 @@ def _pyspark_jars() -> Path:
     return Path(str(pyspark.__file__)).resolve().parent / "jars"
 
 
-def archive(jars: Sequence[Path]) -> Path:
-    """Where the archive for this ``java``, PySpark and ``jars`` (the driver's class path
-    after PySpark's own jars) is, or would be."""
-    digest = hashlib.sha256()
+def _runtime_files() -> list[Path]:
+    """The Java runtime's files an archive depends on: the launcher, the JVM library and
+    the runtime's release note (a new JVM under the same launcher is another runtime)."""
     java = find_java().resolve()
-    for path in (java, *sorted(_pyspark_jars().glob("*.jar")), *jars):
+    home = java.parents[1]
+    return [java, *(p for p in (home / "lib" / "server" / "libjvm.so", home / "release")
+                    if p.is_file())]
+
+
+def archive(jars: Sequence[Path]) -> Path:
+    """Where the archive for this Java runtime, PySpark and ``jars`` (the pinned jars,
+    which the driver's class path has before PySpark's own) is, or would be."""
+    digest = hashlib.sha256()
+    for path in (*_runtime_files(), *sorted(_pyspark_jars().glob("*.jar")), *jars):
         stat = path.stat()
         digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return gridstream_home() / "jvm" / f"{_PREFIX}{digest.hexdigest()[:16]}.jsa"
@@ -63,48 +74,81 @@ def archive(jars: Sequence[Path]) -> Path:
 
 def java_options(jars: Sequence[Path], *, dump_to: Path | None = None) -> str:
     """The driver's JVM options for the archive: use it if it is there, or (``dump_to``)
-    write one there as the JVM exits."""
+    write one there as the JVM exits (Java's notes on that go to ``<dump_to>.log``)."""
     if dump_to is not None:
-        return f"-XX:ArchiveClassesAtExit={dump_to} {_QUIET}"
+        return (f'"-XX:ArchiveClassesAtExit={dump_to}" '
+                f'"-Xlog:cds*=warning:file={dump_to}.log"')
     found = archive(jars)
-    return f"-XX:SharedArchiveFile={found} -Xshare:auto {_QUIET}" if found.is_file() else ""
+    return f'"-XX:SharedArchiveFile={found}" -Xshare:auto {_QUIET}' if found.is_file() else ""
 
 
 def build() -> Path:
     """Build the archive (in a process of its own: the JVM writes it as it exits) unless
-    the one for this ``java`` and these jars is there. Each archive notes the PySpark it
-    was made for (another virtualenv has its own); the others of this PySpark, and those
-    of a PySpark that is gone, are removed."""
+    the one for this runtime and these jars is there; one build at a time. Each archive
+    notes the PySpark it was made for (another virtualenv has its own); the others of
+    this PySpark, and those of a PySpark that is gone, are removed."""
     target = archive(driver_jars())
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".partial",
-                                dir=target.parent)
-    os.close(fd)
-    partial = Path(name)
-    partial.unlink()  # the JVM creates it; an empty file would not be an archive
+    with _lock(target.parent / ".class-data.lock"):
+        if target.is_file():  # built by another process meanwhile
+            return target
+        fd, name = tempfile.mkstemp(prefix=f".{_PREFIX}", suffix=".partial",
+                                    dir=target.parent)
+        os.close(fd)
+        partial = Path(name)
+        partial.unlink()  # the JVM creates it; an empty file would not be an archive
+        try:
+            _dump(partial)
+            os.replace(partial, target)
+            target.with_suffix(".source").write_text(f"{_pyspark_jars()}\n")
+        finally:
+            partial.unlink(missing_ok=True)
+            Path(f"{partial}.log").unlink(missing_ok=True)
+        _remove_stale(target)
+    return target
+
+
+def _dump(partial: Path) -> None:
+    """The warm-up driver writes ``partial``; it and its JVM are killed (their process
+    group) if it takes too long or this process is interrupted, so no JVM writes a
+    file after it is gone."""
+    child = subprocess.Popen(  # noqa: S603 - this interpreter, this module
+        [sys.executable, "-m", "gridstream.spark._class_data_warmup", str(partial)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        done = subprocess.run(  # noqa: S603 - this interpreter, this module
-            [sys.executable, "-m", "gridstream.spark._class_data_warmup", str(partial)],
-            capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
-        if done.returncode != 0 or not partial.is_file():
-            tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
-            raise SparkError(f"building the Spark driver's class-data archive failed "
-                             f"(exit {done.returncode}):\n{tail}")
-        target.with_suffix(".source").write_text(f"{_pyspark_jars()}\n")
-        os.replace(partial, target)
+        output, _ = child.communicate(timeout=BUILD_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
         raise SparkError(f"building the Spark driver's class-data archive took over "
                          f"{BUILD_TIMEOUT_S:.0f} s") from exc
     finally:
-        partial.unlink(missing_ok=True)
-    _remove_stale(target)
-    return target
+        if child.returncode is None or child.returncode != 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    if child.returncode != 0 or not partial.is_file():
+        notes = Path(f"{partial}.log")
+        java = notes.read_text(errors="replace") if notes.is_file() else ""
+        tail = "\n".join((output + java).splitlines()[-15:])
+        raise SparkError(f"building the Spark driver's class-data archive failed "
+                         f"(exit {child.returncode}):\n{tail}")
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _remove_stale(kept: Path) -> None:
     ours = str(_pyspark_jars())
+    for partial in kept.parent.glob(f".{_PREFIX}*.partial*"):
+        partial.unlink(missing_ok=True)  # of a build killed before its clean-up
     for old in kept.parent.glob(f"{_PREFIX}*.jsa"):
         note = old.with_suffix(".source")
         source = note.read_text().strip() if note.is_file() else ""

@@ -9,7 +9,9 @@ starts once for the benchmarks that hold a session in-process (the pipeline benc
 sides are processes of their own by design). ``bench_pipeline_kafka`` runs in the
 slow suite only (``test_pipeline_bench_smoke.py``), every side of it: Quix
 Streams' sides need a virtualenv from the package index, and its other sides took 80 s
-of every default run here besides.
+of every default run here besides. So does ``bench_spark_start`` (below), whose every
+round is two new driver processes, and whose subject, the class-data archive, the
+default suite checks in ``test_spark_session.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pytest
 from gridstream.stack.service import LocalService
 
 ROOT = Path(__file__).resolve().parents[2]
-IN_THE_SLOW_SUITE = frozenset({"bench_pipeline_kafka"})
+IN_THE_SLOW_SUITE = frozenset({"bench_pipeline_kafka", "bench_spark_start"})
 BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("bench_*.py")
                     if p.stem not in IN_THE_SLOW_SUITE)
 TIMEOUT_S = 600  # ~3 minutes on a quiet 2-core machine
@@ -60,3 +62,18 @@ def test_the_benchmark_runs_in_its_smoke_mode(benchmark: str,
     assert "error" not in run, f"{benchmark} --smoke failed:\n{run['stdout']}\n{run['error']}"
     result = run["result"]
     assert isinstance(result, dict) and result, f"{benchmark} printed {result!r}"
+
+
+@pytest.mark.slow
+def test_the_spark_start_benchmark_runs_in_its_smoke_mode() -> None:
+    proc = subprocess.run([sys.executable, "benchmarks/bench_spark_start.py", "--smoke"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    result = json.loads("\n".join(lines[max(i for i, ln in enumerate(lines)
+                                            if ln.startswith("{")):]))
+    for side in ("archive", "none"):
+        assert all(result["medians"][side][k] > 0 for k in ("session_s", "first_job_s"))
+    assert result["archive_over_none"]["whole_process_s"] > 0
+

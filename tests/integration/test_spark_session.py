@@ -105,6 +105,7 @@ def test_a_clean_run_shows_no_spark_warning_noise(noisy_run: tuple[Any, str]) ->
     assert "stopped after" in done.stdout
     assert "falling behind" not in done.stderr, done.stderr[-3000:]
     assert "Failed to cancel job group" not in done.stderr, done.stderr[-3000:]
+    assert "[cds" not in done.stdout + done.stderr  # Java's notes on the archive
 
 
 def test_a_new_driver_loads_its_classes_from_the_class_data_archive(
@@ -119,3 +120,31 @@ def test_a_new_driver_loads_its_classes_from_the_class_data_archive(
         line = next((ln for ln in classes.splitlines() if f" {name} source:" in ln), None)
         assert line is not None, f"{name} was not loaded"
         assert line.endswith("source: shared objects file (top)"), line
+
+
+_SHARED_BY_DESIGN = {"org/apache/spark/unused/UnusedStubClass.class"}
+"""A class every Spark module jar carries a copy of."""
+
+
+def test_the_pinned_jars_hold_no_class_of_pysparks_own() -> None:
+    """The driver's class path has the pinned jars before PySpark's (so that the
+    class-data archive can hold their classes): a pinned jar that carried one of
+    PySpark's classes (a shaded copy of a library, another version of one) would now
+    win over Spark's own instead of losing to it."""
+    import zipfile
+
+    from gridstream.spark import class_data
+
+    def classes(jars: list[Path]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for jar in jars:
+            with zipfile.ZipFile(jar) as archive:
+                for name in archive.namelist():
+                    if name.endswith(".class") and not name.startswith("META-INF/"):
+                        found.setdefault(name, jar.name)
+        return found
+
+    pyspark = classes(sorted(class_data._pyspark_jars().glob("*.jar")))
+    pinned = classes(class_data.driver_jars())
+    both = sorted(set(pyspark) & set(pinned) - _SHARED_BY_DESIGN)
+    assert not both, [(name, pinned[name], pyspark[name]) for name in both[:20]]

@@ -4,9 +4,8 @@ what the process said."""
 
 from __future__ import annotations
 
-import subprocess
+import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -40,10 +39,10 @@ def test_a_driver_uses_the_archive_only_when_it_is_there(home: Path) -> None:
     found.parent.mkdir(parents=True)
     found.write_bytes(b"archive")
     options = class_data.java_options(jars)
-    assert f"-XX:SharedArchiveFile={found}" in options
+    assert f'"-XX:SharedArchiveFile={found}"' in options  # quoted: a path may hold a space
     assert "-Xshare:auto" in options  # never -Xshare:on: a mismatch starts without it
     dump = class_data.java_options(jars, dump_to=home / "new.jsa")
-    assert dump.startswith(f"-XX:ArchiveClassesAtExit={home / 'new.jsa'}")
+    assert dump.startswith(f'"-XX:ArchiveClassesAtExit={home / "new.jsa"}"')
     assert "SharedArchiveFile" not in dump
 
 
@@ -62,33 +61,70 @@ def test_build_keeps_an_archive_that_is_there_and_removes_the_stale_ones(
         archives[kind].write_bytes(b"old")
         archives[kind].with_suffix(".source").write_text(f"{source}\n")
 
-    def dump(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
-        Path(cmd[-1]).write_bytes(b"new archive")
-        return subprocess.CompletedProcess(cmd, 0, "", "")
+    def dump(partial: Path) -> None:
+        partial.write_bytes(b"new archive")
+        (target.parent / ".spark-driver-classes-killed.partial").write_bytes(b"half")
 
-    monkeypatch.setattr(class_data.subprocess, "run", dump)
+    monkeypatch.setattr(class_data, "_dump", dump)
     assert class_data.build() == target
     assert target.read_bytes() == b"new archive"
     assert target.with_suffix(".source").read_text() == f"{ours}\n"
     # this PySpark's older one and a removed virtualenv's go; another virtualenv's stays
     left = {archives["other"], archives["other"].with_suffix(".source"), target,
-            target.with_suffix(".source")}
+            target.with_suffix(".source"), target.parent / ".class-data.lock"}
     assert set(target.parent.iterdir()) == left  # no partial left either
 
-    def never(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+    def never(partial: Path) -> None:
         raise AssertionError("an archive that is there is not built again")
 
-    monkeypatch.setattr(class_data.subprocess, "run", never)
+    monkeypatch.setattr(class_data, "_dump", never)
     assert class_data.build() == target
 
 
-def test_a_failed_build_says_what_its_process_said_and_leaves_nothing(
-        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
-        Path(cmd[-1]).write_bytes(b"half")
-        return subprocess.CompletedProcess(cmd, 1, "", "the JVM could not start\n")
+def _fake_python(tmp: Path, body: str) -> Path:
+    """An executable standing in for this interpreter: ``$3`` is the archive's path."""
+    script = tmp / "python"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return script
 
-    monkeypatch.setattr(class_data.subprocess, "run", fail)
-    with pytest.raises(SparkError, match=r"(?s)exit 1.*the JVM could not start"):
+
+def test_a_failed_build_says_what_its_process_and_java_said_and_leaves_nothing(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_python(home, 'echo "the warm-up failed"; echo "java: no base archive" '
+                              '> "$3.log"; echo half > "$3"; exit 1')
+    monkeypatch.setattr(sys, "executable", str(fake))
+    with pytest.raises(SparkError, match=r"(?s)exit 1.*the warm-up failed.*no base archive"):
         class_data.build()
-    assert list((home / "home" / "jvm").iterdir()) == []
+    assert [p.name for p in (home / "home" / "jvm").iterdir()] == [".class-data.lock"]
+
+
+def test_a_build_that_takes_too_long_is_killed_with_its_jvm(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up's JVM is a grandchild: killed too (their process group), it writes no
+    archive after the build has given up and cleaned up."""
+    pid_file = home / "jvm.pid"
+    fake = _fake_python(home, f'sleep 60 & echo $! > "{pid_file}"; wait')
+    monkeypatch.setattr(sys, "executable", str(fake))
+    monkeypatch.setattr(class_data, "BUILD_TIMEOUT_S", 1.0)
+    with pytest.raises(SparkError, match="took over 1 s"):
+        class_data.build()
+    jvm = Path(f"/proc/{int(pid_file.read_text())}/stat")
+    # gone, or a zombie that nothing reaped yet (state Z): not running either way
+    assert not jvm.exists() or jvm.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_fetch_warns_and_goes_on_when_the_build_fails(
+        home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gridstream import cli
+
+    def fail() -> Path:
+        raise SparkError("building the archive failed (exit 1):\nthe JVM said why")
+
+    monkeypatch.setattr(class_data, "build", fail)
+    cli._spark_class_data()
+    err = capsys.readouterr().err
+    assert "warning: building the archive failed (exit 1); Spark drivers start without it" \
+        in err
+    assert "  the JVM said why" in err
