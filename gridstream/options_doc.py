@@ -34,7 +34,7 @@ from gridstream.connect.meanings import MEANINGS
 from gridstream.errors import ConfigError
 from gridstream.feeds.config import FeedConfig
 from gridstream.grid.settings import HazelcastGridSettings, SpaceGridSettings
-from gridstream.mirror.config import KafkaEndpointConfig, TopicSettings
+from gridstream.mirror.config import KafkaEndpointConfig, MirrorSettings, TopicSettings
 from gridstream.pipeline.config import (
     ApiPipelineConfig,
     KafkaSinkConfig,
@@ -91,6 +91,8 @@ DOCS: dict[str, tuple[Section, ...]] = {
     "docs/mirror.md": (
         Section("`KafkaEndpointConfig` (the mirror's Kafka endpoint)", KafkaEndpointConfig),
         Section("`TopicSettings` (its `topics`)", TopicSettings),
+        Section("`MirrorSettings` (the mirror itself: `Mirror(..., settings=...)` or the "
+                "same options as keywords)", MirrorSettings),
     ),
     "docs/cassandra.md": (
         Section("`CassandraConfig` (the mirror's endpoint, the `cassandra` sink)",

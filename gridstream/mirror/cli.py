@@ -18,7 +18,7 @@ from gridstream.kafka import KafkaProperties
 from gridstream.kafka.config import is_secret
 from gridstream.kafka.sources import properties_from_env, read_properties_file
 from gridstream.mirror._offsets import DEFAULT_OFFSETS_TOPIC
-from gridstream.mirror.config import KafkaEndpointConfig
+from gridstream.mirror.config import KafkaEndpointConfig, MirrorSettings
 from gridstream.mirror.kafka import KafkaSyncEndpoint
 from gridstream.mirror.policy import UndeliverablePolicy
 from gridstream.mirror.service import Mirror, RetryPolicy
@@ -63,9 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partitions", type=int, default=-1, help="for topics created on demand")
     p.add_argument("--replication-factor", type=int, default=-1)
     p.add_argument("--no-create-topics", action="store_true")
-    p.add_argument("--max-batch-operations", type=int, default=10_000)
-    p.add_argument("--max-batch-ms", type=int, default=2)
-    p.add_argument("--poll-interval-ms", type=int, default=5)
+    for option, field in MirrorSettings.model_fields.items():  # each declared once
+        p.add_argument(f"--{option.replace('_', '-')}", type=int, default=field.default,
+                       help=field.description)
     p.add_argument("--max-attempts", type=int, default=10, help="retries of a failed batch")
     p.add_argument("--record-timestamp", choices=["send", "commit"], default="send",
                    help="Kafka record time: when the mirror sends it (default) or the "
@@ -195,10 +195,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GridstreamError as exc:
         print(f"gridstream mirror: error: {exc}", file=sys.stderr)
         return 2
-    mirror = Mirror(reader, endpoint, name=args.name,
-                    max_batch_operations=args.max_batch_operations,
-                    max_batch_ms=args.max_batch_ms, poll_interval_ms=args.poll_interval_ms,
-                    retry=RetryPolicy(max_attempts=args.max_attempts))
+    settings = {option: getattr(args, option) for option in MirrorSettings.model_fields}
+    try:
+        mirror = Mirror(reader, endpoint, name=args.name, retry=RetryPolicy(
+            max_attempts=args.max_attempts), **settings)
+    except GridstreamError as exc:
+        print(f"gridstream mirror: error: {exc}", file=sys.stderr)
+        return 2
     done = threading.Event()
     if args.metrics_interval > 0:
         threading.Thread(target=_report, args=(mirror, args.metrics_interval, done),

@@ -17,7 +17,8 @@ from gridstream.kafka.config import KafkaProperties, secret_properties
 from gridstream.mirror._offsets import DEFAULT_OFFSETS_TOPIC, OPEN_TRANSACTION_WAIT_S
 from gridstream.mirror.policy import UndeliverablePolicy
 
-__all__ = ["PRODUCER_DEFAULTS", "REGISTRY_OPTIONS", "KafkaEndpointConfig", "TopicSettings"]
+__all__ = ["PRODUCER_DEFAULTS", "REGISTRY_OPTIONS", "KafkaEndpointConfig", "MirrorSettings",
+           "TopicSettings"]
 
 PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
     "acks": "all",
@@ -56,6 +57,23 @@ class TopicSettings(StrictModel):
         if isinstance(value, Mapping):
             return {k: v if isinstance(v, str) else str(v) for k, v in value.items()}
         return value
+
+
+class MirrorSettings(StrictModel):
+    """``Mirror(source, endpoint, name=..., settings=MirrorSettings(...))`` (or the same
+    options as keywords): how the mirror gathers batches and polls its log."""
+
+    max_batch_operations: int = Field(default=10_000, ge=1,
+                                      json_schema_extra=importance("medium"))
+    """Operations a batch gathers at most (whole bulks: a larger bulk goes alone, never
+    split)."""
+    max_batch_ms: int = Field(default=2, ge=0)
+    """Once a batch has operations, how long after its first bulk's commit it waits for
+    more."""
+    poll_interval_ms: int = Field(default=5, ge=1)
+    """How often an idle mirror polls its log."""
+    ack_interval_ms: int = Field(default=100, ge=0)
+    """How often, at most, the log is acknowledged (always when the mirror closes)."""
 
 
 class KafkaEndpointConfig(StrictModel):

@@ -15,10 +15,19 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+from pydantic import ValidationError
 
 from gridstream._stopping import StopFlag
-from gridstream.errors import EndpointError, GridstreamError, KafkaClientError, MirrorError
+from gridstream.errors import (
+    ConfigError,
+    EndpointError,
+    GridstreamError,
+    KafkaClientError,
+    MirrorError,
+)
+from gridstream.mirror.config import MirrorSettings
 from gridstream.mirror.endpoint import SyncEndpoint
 from gridstream.operations import Bulk
 from gridstream.space.contract import LogReader
@@ -86,19 +95,24 @@ class Mirror:
     """
 
     def __init__(self, source: LogReader | HasLogReader, endpoint: SyncEndpoint, *,
-                 name: str, max_batch_operations: int = 10_000, max_batch_ms: int = 2,
-                 poll_interval_ms: int = 5, ack_interval_ms: int = 100,
-                 retry: RetryPolicy | None = None) -> None:
-        if max_batch_operations < 1:
-            raise MirrorError("max_batch_operations must be at least 1")
+                 name: str, settings: MirrorSettings | None = None,
+                 retry: RetryPolicy | None = None, **options: Any) -> None:
+        if settings is not None and options:
+            raise ConfigError(f"mirror {name}: settings or their options as keywords "
+                              f"({', '.join(sorted(options))}), not both")
+        try:
+            settings = settings or MirrorSettings.model_validate(options)
+        except ValidationError as exc:
+            raise ConfigError(f"invalid settings of mirror {name}: {exc}") from None
+        self.settings = settings
         self._owns_reader = not isinstance(source, LogReader)
         self.reader: LogReader = source if isinstance(source, LogReader) else source.log_reader()
         self.endpoint = endpoint
         self.name = name
-        self.max_batch_operations = max_batch_operations
-        self.max_batch_s = max_batch_ms / 1000.0
-        self.poll_s = poll_interval_ms / 1000.0
-        self.ack_interval_s = ack_interval_ms / 1000.0
+        self.max_batch_operations = settings.max_batch_operations
+        self.max_batch_s = settings.max_batch_ms / 1000.0
+        self.poll_s = settings.poll_interval_ms / 1000.0
+        self.ack_interval_s = settings.ack_interval_ms / 1000.0
         self._acked = 0
         self._acked_at = 0.0
         self.retry = retry or RetryPolicy()

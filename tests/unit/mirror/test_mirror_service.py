@@ -299,3 +299,30 @@ def test_the_batch_window_counts_from_the_commit_not_from_the_read() -> None:
     mirror = Mirror(_log([1]), FakeEndpoint(), name="m", max_batch_ms=200)
     assert mirror.run_once() == 1  # a fresh bulk still waits for company
     assert time.monotonic() - started >= 0.15
+
+
+def test_settings_are_declared_once_and_checked() -> None:
+    """The mirror's options: a ``MirrorSettings`` or the same options as keywords, each
+    checked by the model (a bad or unknown one is a ``ConfigError`` naming it), and the
+    command line's defaults are the model's."""
+    from gridstream.errors import ConfigError
+    from gridstream.mirror.cli import build_parser
+    from gridstream.mirror.config import MirrorSettings
+
+    log = _log([1])
+    as_keywords = Mirror(log, FakeEndpoint(), name="m", max_batch_operations=7)
+    as_model = Mirror(log, FakeEndpoint(), name="m",
+                      settings=MirrorSettings(max_batch_operations=7))
+    assert as_keywords.settings == as_model.settings
+    assert as_keywords.max_batch_operations == 7 and as_keywords.poll_s == 0.005
+    for bad, named in (({"max_batch_operations": 0}, "max_batch_operations"),
+                       ({"poll_interval_ms": 0}, "poll_interval_ms"),
+                       ({"max_batch_size": 5}, "max_batch_size")):
+        with pytest.raises(ConfigError, match=f"(?s)invalid settings of mirror m:.*{named}"):
+            Mirror(log, FakeEndpoint(), name="m", **bad)
+    with pytest.raises(ConfigError, match="not both"):
+        Mirror(log, FakeEndpoint(), name="m", settings=MirrorSettings(),
+               max_batch_ms=0)
+    args = build_parser().parse_args(["--name", "m", "--data-dir", "/d"])
+    assert {o: getattr(args, o) for o in MirrorSettings.model_fields} == \
+        MirrorSettings().model_dump()
