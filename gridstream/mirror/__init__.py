@@ -3,7 +3,12 @@ tests and examples is in ``gridstream.mirror.testing``."""
 
 from __future__ import annotations
 
-from gridstream.mirror.config import PRODUCER_DEFAULTS, KafkaEndpointConfig, TopicSettings
+from gridstream.mirror.config import (
+    PRODUCER_DEFAULTS,
+    KafkaEndpointConfig,
+    MirrorSettings,
+    TopicSettings,
+)
 from gridstream.mirror.endpoint import SyncEndpoint
 from gridstream.mirror.kafka import KafkaSyncEndpoint
 from gridstream.mirror.policy import Reason, UndeliverableError, UndeliverablePolicy
@@ -16,6 +21,7 @@ __all__ = [
     "KafkaSyncEndpoint",
     "Mirror",
     "MirrorMetrics",
+    "MirrorSettings",
     "Reason",
     "RetryPolicy",
     "SyncEndpoint",

@@ -190,18 +190,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gridstream.space import open_log_reader
 
     try:
+        settings = MirrorSettings.model_validate(
+            {option: getattr(args, option) for option in MirrorSettings.model_fields})
+    except ValidationError as exc:
+        print(f"gridstream mirror: error: {exc}", file=sys.stderr)
+        return 2
+    try:
         endpoint = _endpoint(args)
         reader = open_log_reader(args.data_dir)
     except GridstreamError as exc:
         print(f"gridstream mirror: error: {exc}", file=sys.stderr)
         return 2
-    settings = {option: getattr(args, option) for option in MirrorSettings.model_fields}
-    try:
-        mirror = Mirror(reader, endpoint, name=args.name, retry=RetryPolicy(
-            max_attempts=args.max_attempts), **settings)
-    except GridstreamError as exc:
-        print(f"gridstream mirror: error: {exc}", file=sys.stderr)
-        return 2
+    mirror = Mirror(reader, endpoint, name=args.name, settings=settings,
+                    retry=RetryPolicy(max_attempts=args.max_attempts))
     done = threading.Event()
     if args.metrics_interval > 0:
         threading.Thread(target=_report, args=(mirror, args.metrics_interval, done),

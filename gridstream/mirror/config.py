@@ -70,8 +70,8 @@ class MirrorSettings(StrictModel):
     max_batch_ms: int = Field(default=2, ge=0)
     """Once a batch has operations, how long after its first bulk's commit it waits for
     more."""
-    poll_interval_ms: int = Field(default=5, ge=1)
-    """How often an idle mirror polls its log."""
+    poll_interval_ms: int = Field(default=5, ge=0)
+    """How often an idle mirror polls its log (0: again at once)."""
     ack_interval_ms: int = Field(default=100, ge=0)
     """How often, at most, the log is acknowledged (always when the mirror closes)."""
 

@@ -78,8 +78,10 @@ def main(argv: list[str]) -> int:
     gateway.shutdown()
     process.stdin.close()  # the JVM exits when its stdin ends, writing the archive
     code = process.wait(WAIT_FOR_EXIT_S)
-    if not target.is_file():
-        print(f"the driver JVM exited {code} without writing {target}", flush=True)
+    if code != 0 or not target.is_file() or target.stat().st_size == 0:
+        print(f"the driver JVM exited {code}; {target} "
+              f"{'is not a whole archive' if target.is_file() else 'was not written'}",
+              flush=True)
         return 1
     return 0
 

@@ -25,6 +25,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -87,53 +89,101 @@ def build() -> Path:
     """Build the archive (in a process of its own: the JVM writes it as it exits) unless
     the one for this runtime and these jars is there; one build at a time. Each archive
     notes the PySpark it was made for (another virtualenv has its own); the others of
-    this PySpark, and those of a PySpark that is gone, are removed."""
-    target = archive(driver_jars())
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _lock(target.parent / ".class-data.lock"):
-        if target.is_file():  # built by another process meanwhile
+    this PySpark, and those of a PySpark that is gone, are removed. Any failure is a
+    ``SparkError``."""
+    try:
+        target = archive(driver_jars())
+        if target.is_file():
+            _note(target)
             return target
-        fd, name = tempfile.mkstemp(prefix=f".{_PREFIX}", suffix=".partial",
-                                    dir=target.parent)
-        os.close(fd)
-        partial = Path(name)
-        partial.unlink()  # the JVM creates it; an empty file would not be an archive
-        try:
-            _dump(partial)
-            os.replace(partial, target)
-            target.with_suffix(".source").write_text(f"{_pyspark_jars()}\n")
-        finally:
-            partial.unlink(missing_ok=True)
-            Path(f"{partial}.log").unlink(missing_ok=True)
-        _remove_stale(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _lock(target.parent / ".class-data.lock"):
+            if not target.is_file():  # else built by another process meanwhile
+                _build(target)
+            _note(target)
+            _remove_stale(target)
+    except OSError as exc:
+        raise SparkError(f"building the Spark driver's class-data archive failed: "
+                         f"{exc}") from exc
     return target
 
 
-def _dump(partial: Path) -> None:
-    """The warm-up driver writes ``partial``; it and its JVM are killed (their process
-    group) if it takes too long or this process is interrupted, so no JVM writes a
-    file after it is gone."""
-    child = subprocess.Popen(  # noqa: S603 - this interpreter, this module
-        [sys.executable, "-m", "gridstream.spark._class_data_warmup", str(partial)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+def _note(target: Path) -> None:
+    """The note of the PySpark an archive was made for (which ``_remove_stale`` reads)."""
+    note = target.with_suffix(".source")
+    if not note.is_file():
+        note.write_text(f"{_pyspark_jars()}\n")
+
+
+def _build(target: Path) -> None:
+    fd, name = tempfile.mkstemp(prefix=f".{_PREFIX}", suffix=".partial", dir=target.parent)
+    os.close(fd)
+    partial = Path(name)
+    partial.unlink()  # the JVM creates it; an empty file would not be an archive
     try:
-        output, _ = child.communicate(timeout=BUILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        raise SparkError(f"building the Spark driver's class-data archive took over "
-                         f"{BUILD_TIMEOUT_S:.0f} s") from exc
+        _dump(partial)
+        _note(target)
+        os.replace(partial, target)
     finally:
-        if child.returncode is None or child.returncode != 0:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
+        partial.unlink(missing_ok=True)
+        Path(f"{partial}.log").unlink(missing_ok=True)
+
+
+class _Stopped(Exception):
+    """SIGTERM or SIGHUP while the warm-up runs: its process group is killed first."""
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise _Stopped(signal.Signals(signum).name)
+
+
+def _dump(partial: Path) -> None:
+    """The warm-up driver writes ``partial``; it and its JVM (their process group) are
+    killed if it takes too long or this process is interrupted or told to stop
+    (SIGTERM, SIGHUP: handled while it runs, when this is the main thread), so no JVM
+    writes a file after it is gone."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGHUP)
+                } if main else {}
+    try:
+        with subprocess.Popen(  # noqa: S603 - this interpreter, this module
+                [sys.executable, "-m", "gridstream.spark._class_data_warmup", str(partial)],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True) as child:
+            try:
+                output, _ = child.communicate(timeout=BUILD_TIMEOUT_S)
+            except BaseException as exc:
+                _kill_group(child)
+                if isinstance(exc, subprocess.TimeoutExpired):
+                    raise SparkError(f"building the Spark driver's class-data archive took "
+                                     f"over {BUILD_TIMEOUT_S:.0f} s") from exc
+                if isinstance(exc, _Stopped):
+                    raise SparkError(f"building the Spark driver's class-data archive was "
+                                     f"stopped ({exc})") from None
+                raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if child.returncode != 0 or not partial.is_file():
         notes = Path(f"{partial}.log")
         java = notes.read_text(errors="replace") if notes.is_file() else ""
         tail = "\n".join((output + java).splitlines()[-15:])
         raise SparkError(f"building the Spark driver's class-data archive failed "
                          f"(exit {child.returncode}):\n{tail}")
+
+
+def _kill_group(child: subprocess.Popen[str]) -> None:
+    """SIGKILL the child's process group (the warm-up and its JVM), then wait until none
+    of it is left."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    for _ in range(500):
+        try:
+            os.killpg(child.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
 
 
 @contextlib.contextmanager

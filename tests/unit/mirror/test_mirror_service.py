@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -316,7 +317,7 @@ def test_settings_are_declared_once_and_checked() -> None:
     assert as_keywords.settings == as_model.settings
     assert as_keywords.max_batch_operations == 7 and as_keywords.poll_s == 0.005
     for bad, named in (({"max_batch_operations": 0}, "max_batch_operations"),
-                       ({"poll_interval_ms": 0}, "poll_interval_ms"),
+                       ({"poll_interval_ms": -1}, "poll_interval_ms"),
                        ({"max_batch_size": 5}, "max_batch_size")):
         with pytest.raises(ConfigError, match=f"(?s)invalid settings of mirror m:.*{named}"):
             Mirror(log, FakeEndpoint(), name="m", **bad)
@@ -326,3 +327,18 @@ def test_settings_are_declared_once_and_checked() -> None:
     args = build_parser().parse_args(["--name", "m", "--data-dir", "/d"])
     assert {o: getattr(args, o) for o in MirrorSettings.model_fields} == \
         MirrorSettings().model_dump()
+
+
+def test_the_cli_refuses_bad_settings_before_it_opens_anything(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad setting on ``gridstream mirror``'s command line is one error and exit 2,
+    before the endpoint or the log is opened (no data directory is created)."""
+    from gridstream.mirror.cli import main
+
+    data_dir = tmp_path / "never-opened"
+    code = main(["--name", "m", "--data-dir", str(data_dir),
+                 "--bootstrap", "127.0.0.1:1", "--max-batch-operations", "0"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "gridstream mirror: error:" in err and "max_batch_operations" in err
+    assert not data_dir.exists()

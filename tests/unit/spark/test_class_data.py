@@ -4,6 +4,7 @@ what the process said."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from gridstream.spark import class_data
 
 @pytest.fixture()
 def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.chdir(tmp_path)  # nothing a fake writes lands in the working tree
     monkeypatch.setenv("GRIDSTREAM_HOME", str(tmp_path / "home"))
     jar = tmp_path / "pinned.jar"
     jar.write_bytes(b"one")
@@ -92,7 +94,7 @@ def _fake_python(tmp: Path, body: str) -> Path:
 def test_a_failed_build_says_what_its_process_and_java_said_and_leaves_nothing(
         home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = _fake_python(home, 'echo "the warm-up failed"; echo "java: no base archive" '
-                              '> "$3.log"; echo half > "$3"; exit 1')
+                              '> "${3:?}.log"; echo half > "$3"; exit 1')
     monkeypatch.setattr(sys, "executable", str(fake))
     with pytest.raises(SparkError, match=r"(?s)exit 1.*the warm-up failed.*no base archive"):
         class_data.build()
@@ -112,6 +114,30 @@ def test_a_build_that_takes_too_long_is_killed_with_its_jvm(
     jvm = Path(f"/proc/{int(pid_file.read_text())}/stat")
     # gone, or a zombie that nothing reaped yet (state Z): not running either way
     assert not jvm.exists() or jvm.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_build_told_to_stop_kills_its_warm_up_and_jvm_first(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM while the warm-up runs (a CI cancel, ``timeout``): the warm-up's process
+    group is killed before this process goes on to stop, and the handler is restored."""
+    import signal
+    import threading
+
+    pid_file = home / "jvm.pid"
+    fake = _fake_python(home, f'sleep 60 & echo $! > "{pid_file}"; wait')
+    monkeypatch.setattr(sys, "executable", str(fake))
+    before = signal.getsignal(signal.SIGTERM)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        with pytest.raises(SparkError, match=r"was stopped \(SIGTERM\)"):
+            class_data.build()
+    finally:
+        timer.cancel()
+    assert signal.getsignal(signal.SIGTERM) == before
+    jvm = Path(f"/proc/{int(pid_file.read_text())}/stat")
+    assert not jvm.exists() or jvm.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert [p.name for p in (home / "home" / "jvm").iterdir()] == [".class-data.lock"]
 
 
 def test_fetch_warns_and_goes_on_when_the_build_fails(
