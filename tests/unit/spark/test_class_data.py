@@ -91,6 +91,13 @@ def _fake_python(tmp: Path, body: str) -> Path:
     return script
 
 
+def _running(pid_file: Path) -> bool:
+    """Whether the process whose pid the fake wrote still runs: gone, or a zombie that
+    nothing reaped yet (state Z), is not running either way."""
+    stat = Path(f"/proc/{int(pid_file.read_text())}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def test_a_failed_build_says_what_its_process_and_java_said_and_leaves_nothing(
         home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = _fake_python(home, 'echo "the warm-up failed"; echo "java: no base archive" '
@@ -111,9 +118,7 @@ def test_a_build_that_takes_too_long_is_killed_with_its_jvm(
     monkeypatch.setattr(class_data, "BUILD_TIMEOUT_S", 1.0)
     with pytest.raises(SparkError, match="took over 1 s"):
         class_data.build()
-    jvm = Path(f"/proc/{int(pid_file.read_text())}/stat")
-    # gone, or a zombie that nothing reaped yet (state Z): not running either way
-    assert not jvm.exists() or jvm.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert not _running(pid_file)
 
 
 def test_a_build_told_to_stop_kills_its_warm_up_and_jvm_first(
@@ -135,8 +140,7 @@ def test_a_build_told_to_stop_kills_its_warm_up_and_jvm_first(
     finally:
         timer.cancel()
     assert signal.getsignal(signal.SIGTERM) == before
-    jvm = Path(f"/proc/{int(pid_file.read_text())}/stat")
-    assert not jvm.exists() or jvm.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert not _running(pid_file)
     assert [p.name for p in (home / "home" / "jvm").iterdir()] == [".class-data.lock"]
 
 
