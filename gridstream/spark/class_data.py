@@ -5,14 +5,14 @@ later start (Java's application class-data sharing, a dynamic archive).
 A driver started with it is ready sooner (its session in 0.64× the time, a short
 process in 0.72×: ``docs/benchmarks.md``, "Spark's start-up"). ``gridstream stack
 fetch`` (which both README commands run) builds it once, in ``$GRIDSTREAM_HOME/jvm/``:
-a driver JVM runs a small warm-up (a batch job,
-a Python pass, a streaming query, the Kafka, Avro and Delta plans) and writes the
-archive as it exits. The file's name holds a digest of what it was made from (the Java
-runtime, PySpark's jars and the pinned ones): after an upgrade of any of them a driver
-starts without it until ``gridstream stack fetch`` builds a new one, and a driver never
-starts with an archive of other jars (Java checks the class path again and starts
-without it on any mismatch, silently). Nothing else changes: the classes are the same
-and so is everything the driver does after its start.
+a driver JVM runs a small warm-up (a batch job, a Python pass, a streaming query, the
+Kafka, Avro and Delta plans) and writes the archive as it exits. The file's name holds
+a digest of what it was made from (the Java runtime, PySpark's jars and the pinned
+ones, the warm-up): after a change of any of them a driver starts without it until
+``gridstream stack fetch`` builds a new one, and a driver never starts with an archive
+of other jars (Java checks the class path again and starts without it on any mismatch,
+silently). Nothing else changes: the classes are the same and so is everything the
+driver does after its start.
 """
 
 from __future__ import annotations
@@ -67,8 +67,9 @@ def _runtime_files() -> list[Path]:
 
 def archive(jars: Sequence[Path]) -> Path:
     """Where the archive for this Java runtime, PySpark and ``jars`` (the pinned jars,
-    which the driver's class path has before PySpark's own) is, or would be."""
-    digest = hashlib.sha256()
+    which the driver's class path has before PySpark's own), made by this warm-up, is,
+    or would be."""
+    digest = hashlib.sha256(Path(__file__).with_name("_class_data_warmup.py").read_bytes())
     for path in (*_runtime_files(), *sorted(_pyspark_jars().glob("*.jar")), *jars):
         stat = path.stat()
         digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())

@@ -6,12 +6,16 @@ measured); this keeps each in the default suite but one, which the slow suite ru
 
 All of them run in one ``benchmarks/run_all.py --smoke`` process, so that Spark's JVM
 starts once for the benchmarks that hold a session in-process (the pipeline benchmarks'
-sides are processes of their own by design). ``bench_pipeline_kafka`` runs in the
-slow suite only (``test_pipeline_bench_smoke.py``), every side of it: Quix
-Streams' sides need a virtualenv from the package index, and its other sides took 80 s
-of every default run here besides. So does ``bench_spark_start`` (below), whose every
-round is two new driver processes, and whose subject, the class-data archive, the
-default suite checks in ``test_spark_session.py``.
+sides are processes of their own by design). Four run in the slow suite only, their
+smoke runs being mostly driver processes started anew:
+
+- ``bench_pipeline_kafka`` and ``bench_pipeline_latency`` (``test_pipeline_bench_smoke.py``,
+  every side): Quix Streams' sides need a virtualenv from the package index, the other
+  sides took 80 s of every default run here, the latency one 43 s;
+- ``bench_spark_start`` (below): every round is two new drivers; its subject, the
+  class-data archive, the default suite checks in ``test_spark_session.py``;
+- ``bench_connect_latency`` (below): 38 s, its bridge a driver process of its own; the
+  connectors' latency paths are the default suite's connector tests.
 """
 
 from __future__ import annotations
@@ -27,22 +31,19 @@ import pytest
 from gridstream.stack.service import LocalService
 
 ROOT = Path(__file__).resolve().parents[2]
-IN_THE_SLOW_SUITE = frozenset({"bench_pipeline_kafka", "bench_spark_start"})
+IN_THE_SLOW_SUITE = frozenset({"bench_pipeline_kafka", "bench_pipeline_latency",
+                               "bench_spark_start", "bench_connect_latency"})
 BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("bench_*.py")
                     if p.stem not in IN_THE_SLOW_SUITE)
 TIMEOUT_S = 600  # ~3 minutes on a quiet 2-core machine
 
 
-@pytest.fixture(scope="module")
-def smoke_runs(kafka_service: LocalService, cassandra_service: LocalService,
-               hazelcast_service: LocalService, registry_service: LocalService,
-               tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def _smoke_runs(benchmarks: list[str], out: Path) -> dict[str, Any]:
     """``run_all.py --smoke``'s results: per benchmark ``result`` or ``error``."""
-    out = tmp_path_factory.mktemp("bench-smoke") / "smoke.json"
     try:
         proc = subprocess.run(
             [sys.executable, "benchmarks/run_all.py", "--smoke", "--out", str(out),
-             *BENCHMARKS],
+             *benchmarks],
             cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as exc:
         output = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
@@ -51,17 +52,36 @@ def smoke_runs(kafka_service: LocalService, cassandra_service: LocalService,
         pytest.fail(f"run_all.py exited {proc.returncode} without results:\n"
                     f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     runs = json.loads(out.read_text())
-    assert isinstance(runs, dict)
+    assert isinstance(runs, dict) and sorted(runs) == sorted(benchmarks), sorted(runs)
     return runs
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(kafka_service: LocalService, cassandra_service: LocalService,
+               hazelcast_service: LocalService, registry_service: LocalService,
+               tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _smoke_runs(BENCHMARKS, tmp_path_factory.mktemp("bench-smoke") / "smoke.json")
+
+
+def _check(benchmark: str, runs: dict[str, Any]) -> None:
+    run = runs[benchmark]
+    assert "error" not in run, f"{benchmark} --smoke failed:\n{run['stdout']}\n{run['error']}"
+    result = run["result"]
+    assert isinstance(result, dict) and result, f"{benchmark} printed {result!r}"
 
 
 @pytest.mark.parametrize("benchmark", BENCHMARKS)
 def test_the_benchmark_runs_in_its_smoke_mode(benchmark: str,
                                               smoke_runs: dict[str, Any]) -> None:
-    run = smoke_runs[benchmark]
-    assert "error" not in run, f"{benchmark} --smoke failed:\n{run['stdout']}\n{run['error']}"
-    result = run["result"]
-    assert isinstance(result, dict) and result, f"{benchmark} printed {result!r}"
+    _check(benchmark, smoke_runs)
+
+
+@pytest.mark.slow
+def test_the_connector_latency_benchmark_runs_in_its_smoke_mode(
+        kafka_service: LocalService, hazelcast_service: LocalService,
+        tmp_path: Path) -> None:
+    runs = _smoke_runs(["bench_connect_latency"], tmp_path / "smoke.json")
+    _check("bench_connect_latency", runs)
 
 
 @pytest.mark.slow

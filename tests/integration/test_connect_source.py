@@ -324,7 +324,13 @@ def test_none_skips_and_counts_what_changed_while_stopped(grid: Grid, spark: Any
 # ------------------------------------------------------------------ errors
 
 
-@pytest.mark.parametrize("policy", ["STOP_TASK", "LOG_ONLY", "DEAD_LETTER"])
+@pytest.mark.parametrize(("grid", "policy"), [
+    ("space", "STOP_TASK"), ("hazelcast", "STOP_TASK"),  # the position kept: each grid's own
+    ("space", "LOG_ONLY"), ("space", "DEAD_LETTER"),
+    # past the grid's read the same code on either grid: a Hazelcast run in the slow suite
+    pytest.param("hazelcast", "LOG_ONLY", marks=pytest.mark.slow),
+    pytest.param("hazelcast", "DEAD_LETTER", marks=pytest.mark.slow),
+], indirect=["grid"])
 def test_source_error_policies(grid: Grid, spark: Any, tmp_path: Path, prefix: str,
                                policy: str) -> None:
     cache = grid.new_cache()

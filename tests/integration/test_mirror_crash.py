@@ -169,6 +169,7 @@ def _crash_scenario(bootstrap: str, topic: str, tmp_path: Path, operations: int,
     return len(everything) - operations
 
 
+@pytest.mark.slow  # a fault run (17 s); the twenty-kill one below is its larger twin
 def test_kill_9_five_times_during_5k_operations(
         kafka_bootstrap: str, topic_factory: MakeTopic, tmp_path: Path,
         record_property: Callable[[str, object], None]) -> None:

@@ -1,4 +1,8 @@
-"""The pipeline API's examples run against the local stack and print what they say."""
+"""The pipeline API's examples run against the local stack and print what they say.
+
+All four run in one child process, one after the other, each as ``python SCRIPT`` would
+run it (``support/examples_child.py``): one Spark driver for the four instead of one
+each (a minute of every default suite run)."""
 
 from __future__ import annotations
 
@@ -9,25 +13,43 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.integration.support.examples_child import sections
+
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ("pipeline_print.py", "pipeline_logs.py", "pipeline_kafka_to_hazelcast.py",
+            "pipeline_window.py")
 
 
-def _run(script: str) -> str:
+@pytest.fixture(scope="module")
+def outputs(kafka_service: Any, hazelcast_service: Any) -> dict[str, tuple[int, str]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / script)], env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.integration.support.examples_child",
+         *(str(ROOT / "examples" / script) for script in EXAMPLES)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    found = sections(done.stdout)
+    assert sorted(found) == sorted(EXAMPLES), done.stdout[-3000:] + done.stderr[-3000:]
+    found["stderr"] = (done.returncode, done.stderr)
+    return found
 
 
-def test_pipeline_print_prints_each_record(kafka_service: Any) -> None:
-    out = _run("pipeline_print.py")
+def _run(script: str, outputs: dict[str, tuple[int, str]]) -> str:
+    code, out = outputs[script]
+    assert code == 0, out[-3000:] + "\n" + outputs["stderr"][1][-3000:]
+    return out
+
+
+def test_pipeline_print_prints_each_record(outputs: dict[str, tuple[int, str]]) -> None:
+    out = _run("pipeline_print.py", outputs)
     for i in range(10):
         assert f"('key-{i}', 'value-{i}')" in out, out
 
 
-def test_pipeline_logs_writes_the_entries_exactly_once(kafka_service: Any) -> None:
-    out = _run("pipeline_logs.py")
+def test_pipeline_logs_writes_the_entries_exactly_once(
+        outputs: dict[str, tuple[int, str]]) -> None:
+    out = _run("pipeline_logs.py", outputs)
     lines = [line for line in out.splitlines() if ": " in line and not line.startswith(
         ("pipeline", "starting", "  "))]
     assert sorted(lines[-3:]) == ["api: ERROR: upstream timeout", "api: INFO: started",
@@ -35,16 +57,16 @@ def test_pipeline_logs_writes_the_entries_exactly_once(kafka_service: Any) -> No
 
 
 def test_pipeline_kafka_to_hazelcast_fills_the_map_as_expected(
-        kafka_service: Any, hazelcast_service: Any) -> None:
-    out = _run("pipeline_kafka_to_hazelcast.py")
+        outputs: dict[str, tuple[int, str]]) -> None:
+    out = _run("pipeline_kafka_to_hazelcast.py", outputs)
     last = out.strip().splitlines()[-1]
     assert last.startswith("map 'orders-") and last.endswith(" 0 differ"), out
     assert "EXACTLY_ONCE" in out, out
 
 
 def test_pipeline_window_writes_every_window_once_and_counts_the_late_record(
-        kafka_bootstrap: str) -> None:
-    out = _run("pipeline_window.py")
+        kafka_bootstrap: str, outputs: dict[str, tuple[int, str]]) -> None:
+    out = _run("pipeline_window.py", outputs)
     assert "18 windows (18 expected)" in out, out
     # its records are of 2023: its topics keep them (the broker's 7-day retention
     # deleted them at a retention check while the query read: 0 windows, now and then)

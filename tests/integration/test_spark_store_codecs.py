@@ -20,7 +20,7 @@ from gridstream.protocol import OperationEncoder
 from gridstream.protocol.avro import AvroCodec, LocalSchemaRegistry
 from gridstream.spark import MalformedEnvelopeError, TypeRegistry
 from gridstream.spark.dead_letter import H_OFFSET, H_REASON
-from tests.integration.support.spark_checks import check_delta, check_sql, delta_rows
+from tests.integration.support.spark_checks import check_delta, check_sql
 from tests.integration.support.spark_workload import ORDER, PERSON, Workload, produce
 
 OPS = 400
@@ -87,8 +87,9 @@ def test_avro_and_msgpack_topics_give_the_same_stores_as_json(
                 transactional_id=f"gs-test-{uuid.uuid4().hex[:8]}", encoder=encoder)
         stores[name] = tmp_path / f"{name}.db"
         sinks = [("sql", {"kind": "sql", "url": f"sqlite:///{stores[name]}"})]
-        if name in ("json", "avro"):
+        if name == "avro":  # the lake against the reference model (JSON's: test_store_feeds)
             sinks.append(("delta", {"kind": "delta", "path": str(tmp_path / f"{name}-lake")}))
+        if name in ("json", "avro"):
             # one pass: a new schema id fails the write job, which runs again once learned
             sinks.append(("parquet", {"kind": "parquet", "path": str(tmp_path / f"{name}-log")}))
         for kind, sink in sinks:
@@ -104,9 +105,6 @@ def test_avro_and_msgpack_topics_give_the_same_stores_as_json(
     assert sum(len(rows) for rows in json_content.values()) > 20
     for name in ("msgpack", "avro", "avro-local"):
         assert_same_content(json_content, sqlite_content(stores[name]))
-    for type_name in (PERSON.name, ORDER):
-        assert delta_rows(spark, str(tmp_path / "json-lake"), type_name) == \
-            delta_rows(spark, str(tmp_path / "avro-lake"), type_name)
     # the change logs: every operation, data as the same text
     logs = {name: sorted(spark.read.parquet(str(tmp_path / f"{name}-log")).selectExpr(
         "type", "id", "version", "op", "txn", "ts", "`partition`", "data",

@@ -67,8 +67,9 @@ def test_a_visitor_that_leaves_a_kind_out_fails_type_checking(tmp_path: Path) ->
 
         Partial()
     """))
-    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                           "--follow-imports=silent", str(module)], cwd=ROOT,
+    # the project's mypy options (pyproject.toml), incremental: the package's modules
+    # come from the cache ``make lint`` left (0.8 s, against 18 s to check them all again)
+    done = subprocess.run([sys.executable, "-m", "mypy", str(module)], cwd=ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 1, done.stdout
     assert 'Cannot instantiate abstract class "Partial"' in done.stdout
