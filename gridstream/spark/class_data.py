@@ -38,6 +38,8 @@ from gridstream.runtime.java import find_java
 __all__ = ["archive", "build", "driver_jars", "java_options"]
 
 _PREFIX = "spark-driver-classes-"
+WARM_UP = Path(__file__).with_name("_class_data_warmup.py")
+"""What the build's driver runs (``python -m gridstream.spark._class_data_warmup``)."""
 _QUIET = "-Xlog:cds*=off"
 """Java's notes on the archive (classes it leaves out, an archive it cannot use) are not
 the user's concern: the driver starts either way."""
@@ -69,7 +71,7 @@ def archive(jars: Sequence[Path]) -> Path:
     """Where the archive for this Java runtime, PySpark and ``jars`` (the pinned jars,
     which the driver's class path has before PySpark's own), made by this warm-up, is,
     or would be."""
-    digest = hashlib.sha256(Path(__file__).with_name("_class_data_warmup.py").read_bytes())
+    digest = hashlib.sha256(WARM_UP.read_bytes())
     for path in (*_runtime_files(), *sorted(_pyspark_jars().glob("*.jar")), *jars):
         stat = path.stat()
         digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())

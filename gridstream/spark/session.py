@@ -19,7 +19,8 @@ from gridstream.spark import class_data
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CONF", "DELTA_CONF", "get_spark", "spark_running"]
+__all__ = ["DEFAULT_CONF", "DELTA_CONF", "DELTA_SNAPSHOT_PARTITIONS", "get_spark",
+           "spark_running"]
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "2g",
@@ -49,13 +50,16 @@ DEFAULT_CONF: dict[str, str] = {
 DELTA_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    # A table's snapshot is computed again after each commit (each micro-batch's MERGE)
-    # and read before the next: a shuffle of Delta's default 50 partitions, 50 tasks
-    # to do a few files' work; as many as a query's own shuffles here
-    # (``spark.sql.shuffle.partitions``). A lake sink's batch: 11-13 s -> 5-7 s.
-    "spark.databricks.delta.snapshotPartitions": DEFAULT_CONF["spark.sql.shuffle.partitions"],
 }
-"""Added when Delta Lake is on the classpath (the lake sink's MERGE needs the first two)."""
+"""Added when Delta Lake is on the classpath (the lake sink's MERGE needs both)."""
+
+DELTA_SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+"""Also set with Delta, unless ``conf`` sets it: to the session's
+``spark.sql.shuffle.partitions``. A table's snapshot is computed again after each commit
+(each micro-batch's MERGE) and read before the next: shuffles of Delta's default 50
+partitions, 50 tasks for a few files' work on a two-core driver; as wide as the
+session's own shuffles instead, a lake sink's batch took half the time
+(``benchmarks/bench_spark_delta.py``)."""
 
 
 def _environment() -> None:
@@ -121,6 +125,8 @@ def get_spark(
         "spark.executor.extraJavaOptions": AVRO_LIMITS,
         **(conf or {}),
     }
+    if has_delta:
+        settings.setdefault(DELTA_SNAPSHOT_PARTITIONS, settings["spark.sql.shuffle.partitions"])
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:

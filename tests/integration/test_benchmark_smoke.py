@@ -1,21 +1,26 @@
 """Every benchmark (``benchmarks/bench_*.py``) still runs: its smoke mode (``--smoke``:
 tiny sizes, one round, no warm-up) exits cleanly and prints its JSON result. A benchmark
 nothing runs rots (one crashed on a changed record timestamp and lost the figures it had
-measured); this keeps each in the default suite but one, which the slow suite runs
+measured); this keeps each in the default suite but five, which the slow suite runs
 (below). No figure is asserted.
 
 All of them run in one ``benchmarks/run_all.py --smoke`` process, so that Spark's JVM
 starts once for the benchmarks that hold a session in-process (the pipeline benchmarks'
-sides are processes of their own by design). Four run in the slow suite only, their
-smoke runs being mostly driver processes started anew:
+sides are processes of their own by design). Five run in the slow suite only, their
+smoke runs being mostly new driver processes, fixed-rate runs or a session's first Delta
+MERGEs:
 
-- ``bench_pipeline_kafka`` and ``bench_pipeline_latency`` (``test_pipeline_bench_smoke.py``,
-  every side): Quix Streams' sides need a virtualenv from the package index, the other
-  sides took 80 s of every default run here, the latency one 43 s;
+- ``bench_pipeline_kafka`` (``test_pipeline_bench_smoke.py``, every side): Quix Streams'
+  sides need a virtualenv from the package index; its other sides took 80 s of every
+  default run here;
+- ``bench_pipeline_latency`` (below, and ``test_pipeline_bench_smoke.py`` with a longer
+  run): 43 s, a new driver process for its query;
 - ``bench_spark_start`` (below): every round is two new drivers; its subject, the
   class-data archive, the default suite checks in ``test_spark_session.py``;
-- ``bench_connect_latency`` (below): 38 s, its bridge a driver process of its own; the
-  connectors' latency paths are the default suite's connector tests.
+- ``bench_connect_latency`` (below): 38 s of a fixed-rate run and its drain; the
+  connectors' paths are the default suite's connector tests;
+- ``bench_spark_delta`` (below): a session's first Delta MERGEs take 20 s and more; the
+  lake sink is the default suite's store feed tests'.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from gridstream.stack.service import LocalService
 
 ROOT = Path(__file__).resolve().parents[2]
 IN_THE_SLOW_SUITE = frozenset({"bench_pipeline_kafka", "bench_pipeline_latency",
-                               "bench_spark_start", "bench_connect_latency"})
+                               "bench_spark_start", "bench_connect_latency",
+                               "bench_spark_delta"})
 BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("bench_*.py")
                     if p.stem not in IN_THE_SLOW_SUITE)
 TIMEOUT_S = 600  # ~3 minutes on a quiet 2-core machine
@@ -77,11 +83,12 @@ def test_the_benchmark_runs_in_its_smoke_mode(benchmark: str,
 
 
 @pytest.mark.slow
-def test_the_connector_latency_benchmark_runs_in_its_smoke_mode(
-        kafka_service: LocalService, hazelcast_service: LocalService,
+@pytest.mark.parametrize("benchmark", ["bench_pipeline_latency", "bench_connect_latency",
+                                       "bench_spark_delta"])
+def test_a_slow_suite_benchmark_runs_in_its_smoke_mode(
+        benchmark: str, kafka_service: LocalService, hazelcast_service: LocalService,
         tmp_path: Path) -> None:
-    runs = _smoke_runs(["bench_connect_latency"], tmp_path / "smoke.json")
-    _check("bench_connect_latency", runs)
+    _check(benchmark, _smoke_runs([benchmark], tmp_path / "smoke.json"))
 
 
 @pytest.mark.slow

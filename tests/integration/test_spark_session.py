@@ -51,6 +51,32 @@ def test_pipeline_micro_batches_read_kafka_through_the_v1_source(
     assert len(v2) == 2 and set(v2) == {f"KafkaV2[Subscribe[{topic}]]"}
 
 
+def test_delta_snapshots_are_as_wide_as_the_sessions_shuffles(spark: Any,
+                                                              tmp_path: Path) -> None:
+    """``get_spark`` sets Delta's snapshot width to the session's shuffle partitions (not
+    Delta's 50: a lake sink's batch in about half the time, ``bench_spark_delta.py``),
+    and Delta still reads that key: a snapshot computed after it changed has the new
+    width."""
+    from gridstream.spark.session import DELTA_SNAPSHOT_PARTITIONS
+
+    width = spark.conf.get("spark.sql.shuffle.partitions")
+    assert spark.conf.get(DELTA_SNAPSHOT_PARTITIONS) == width
+    path = str(tmp_path / "lake")
+    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog
+
+    def snapshot_width() -> int:
+        spark.range(10).write.format("delta").mode("append").save(path)  # a new snapshot
+        snapshot = delta_log.forTable(spark._jsparkSession, path).unsafeVolatileSnapshot()
+        return int(snapshot.stateDF().rdd().getNumPartitions())
+
+    assert snapshot_width() == int(width)
+    spark.conf.set(DELTA_SNAPSHOT_PARTITIONS, "7")
+    try:
+        assert snapshot_width() == 7
+    finally:
+        spark.conf.set(DELTA_SNAPSHOT_PARTITIONS, width)
+
+
 _NOISY = """
 import time
 from gridstream.spark import get_spark

@@ -122,7 +122,6 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
                           timeout=180, check=False)
 
 
-@pytest.mark.slow  # a fault run (14 s), with test_grid_hazelcast_faults.py's member kill
 def test_two_members_keep_the_data_when_one_is_killed(private_cluster: dict[str, str]) -> None:
     members = stack.services(["hazelcast"])
     assert len(members) == 2

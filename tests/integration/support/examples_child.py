@@ -1,10 +1,11 @@
 """``python -m tests.integration.support.examples_child SCRIPT ...``: each example script
 run as ``__main__`` in turn, in this one process, as ``python SCRIPT`` would run it (its
 own ``sys.argv``, its ``SystemExit``), each one's output between two marker lines. The
-Spark examples then share one driver: the first starts it, the others find it running
-(``getOrCreate``), as they would in a notebook; 10-15 s less each than a process each.
-The Spark console sink's lines (the JVM's stdout) land in the right section: a query's
-batches are printed before the example that runs it returns.
+Spark examples then share one driver JVM, as they would in a notebook: an example whose
+``Pipeline.run`` started a session stops it as it ends, and the next one starts another
+in the same JVM in a second; one that finds a session running uses it. 10-15 s less
+each than a process each. The Spark console sink's lines (the JVM's stdout) land in the
+right section: a query's batches are printed before the example that runs it returns.
 """
 
 from __future__ import annotations
@@ -49,14 +50,15 @@ def sections(output: str) -> dict[str, tuple[int, str]]:
 
 
 def main(scripts: list[str]) -> int:
+    """The highest of the examples' exit statuses."""
     worst = 0
     for script in scripts:
         name = Path(script).name
         print(f"{MARK}{name} begins", flush=True)
         code = run_one(script)
-        sys.stdout.flush()
-        print(f"{MARK}{name} ended {code}", flush=True)
-        worst = worst or code
+        # on a line of its own, whatever the example's last output ended with
+        print(f"\n{MARK}{name} ended {code}", flush=True)
+        worst = max(worst, code)
     return worst
 
 

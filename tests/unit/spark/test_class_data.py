@@ -24,7 +24,8 @@ def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_the_archive_is_named_by_its_java_and_jars(home: Path) -> None:
+def test_the_archive_is_named_by_its_java_jars_and_warm_up(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     jar = home / "pinned.jar"
     first = class_data.archive([jar])
     assert first.parent == home / "home" / "jvm"
@@ -32,6 +33,12 @@ def test_the_archive_is_named_by_its_java_and_jars(home: Path) -> None:
     jar.write_bytes(b"a jar of another size")
     assert class_data.archive([jar]) != first
     assert class_data.archive([jar, home / "pinned.jar"]) != class_data.archive([jar])
+    warm_up = home / "warm_up.py"
+    warm_up.write_text(class_data.WARM_UP.read_text())
+    monkeypatch.setattr(class_data, "WARM_UP", warm_up)
+    same = class_data.archive([jar])
+    warm_up.write_text(warm_up.read_text() + "# one more query\n")
+    assert class_data.archive([jar]) != same
 
 
 def test_a_driver_uses_the_archive_only_when_it_is_there(home: Path) -> None:
