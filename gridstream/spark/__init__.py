@@ -11,7 +11,7 @@ from __future__ import annotations
 from gridstream.spark.dead_letter import ErrorPolicy
 from gridstream.spark.envelope import MalformedEnvelopeError, decode_envelopes
 from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
-from gridstream.spark.session import DEFAULT_CONF, DELTA_CONF, get_spark
+from gridstream.spark.session import DEFAULT_CONF, DELTA_CONF, DELTA_SNAPSHOT_PARTITIONS, get_spark
 from gridstream.spark.sinks import (
     BatchSink,
     CassandraSink,
@@ -33,6 +33,7 @@ from gridstream.spark.types import TypeRegistry, descriptor_from_table, descript
 __all__ = [
     "DEFAULT_CONF",
     "DELTA_CONF",
+    "DELTA_SNAPSHOT_PARTITIONS",
     "BatchSink",
     "CassandraSink",
     "CassandraSinkConfig",

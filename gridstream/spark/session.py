@@ -58,7 +58,7 @@ DELTA_SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 ``spark.sql.shuffle.partitions``. A table's snapshot is computed again after each commit
 (each micro-batch's MERGE) and read before the next: shuffles of Delta's default 50
 partitions, 50 tasks for a few files' work on a two-core driver; as wide as the
-session's own shuffles instead, a lake sink's batch took half the time
+session's own shuffles instead, a lake sink's batch took less than half the time
 (``benchmarks/bench_spark_delta.py``)."""
 
 
