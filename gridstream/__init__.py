@@ -11,9 +11,9 @@ extra.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gridstream._lazy import exports
 from gridstream.errors import GridstreamError
 from gridstream.operations import Bulk, Operation, OpType, PropertySpec, TypeDescriptor
 
@@ -127,14 +127,4 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gridstream' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next look-up is a plain one
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = exports(__name__, _LAZY)

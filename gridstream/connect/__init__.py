@@ -70,8 +70,8 @@ def change_stream(spark: SparkSession, config: SourceConnectorConfig,
     snapshots, discovery, lost positions), for a flow that reads a grid's changes without
     the connector's Kafka half (the pipeline API's ``GridSources.changes``). Its columns
     are the data source's (``gridstream.connect.source.datasource``)."""
-    from gridstream.connect.source.datasource import FORMAT, GridSourceDataSource, source_options
+    from gridstream.connect.source.datasource import FORMAT, register, source_options
 
-    spark.dataSource.register(GridSourceDataSource)
+    register(spark)
     return (spark.readStream.format(FORMAT)
             .options(**source_options(config, allowed_modules)).load())

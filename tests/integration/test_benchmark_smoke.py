@@ -1,14 +1,14 @@
 """Every benchmark (``benchmarks/bench_*.py``) still runs: its smoke mode (``--smoke``:
 tiny sizes, one round, no warm-up) exits cleanly and prints its JSON result. A benchmark
 nothing runs rots (one crashed on a changed record timestamp and lost the figures it had
-measured); this keeps each in the default suite but five, which the slow suite runs
+measured); this keeps each in the default suite but six, which the slow suite runs
 (below). No figure is asserted.
 
 All of them run in one ``benchmarks/run_all.py --smoke`` process, so that Spark's JVM
 starts once for the benchmarks that hold a session in-process (the pipeline benchmarks'
-sides are processes of their own by design). Five run in the slow suite only, their
-smoke runs being mostly new driver processes, fixed-rate runs or a session's first Delta
-MERGEs:
+sides are processes of their own by design). Six run in the slow suite only, their
+smoke runs being mostly new driver processes, fixed-rate runs, a session's first Delta
+MERGEs or many connector starts:
 
 - ``bench_pipeline_kafka`` (``test_pipeline_bench_smoke.py``, every side): Quix Streams'
   sides need a virtualenv from the package index; its other sides took 80 s of every
@@ -20,7 +20,10 @@ MERGEs:
 - ``bench_connect_latency`` (below): 38 s of a fixed-rate run and its drain; the
   connectors' paths are the default suite's connector tests;
 - ``bench_spark_delta`` (below): a session's first Delta MERGEs take 20 s and more; the
-  lake sink is the default suite's store feed tests'.
+  lake sink is the default suite's store feed tests';
+- ``bench_connect_source`` (below): 47 s, eight source connector queries started (each
+  side's checkpoint is taken by a run of its own first); the connector on both grids is
+  the default suite's ``test_connect_source.py``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from gridstream.stack.service import LocalService
 ROOT = Path(__file__).resolve().parents[2]
 IN_THE_SLOW_SUITE = frozenset({"bench_pipeline_kafka", "bench_pipeline_latency",
                                "bench_spark_start", "bench_connect_latency",
-                               "bench_spark_delta"})
+                               "bench_spark_delta", "bench_connect_source"})
 BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("bench_*.py")
                     if p.stem not in IN_THE_SLOW_SUITE)
 TIMEOUT_S = 600  # ~3 minutes on a quiet 2-core machine
@@ -84,7 +87,7 @@ def test_the_benchmark_runs_in_its_smoke_mode(benchmark: str,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("benchmark", ["bench_pipeline_latency", "bench_connect_latency",
-                                       "bench_spark_delta"])
+                                       "bench_spark_delta", "bench_connect_source"])
 def test_a_slow_suite_benchmark_runs_in_its_smoke_mode(
         benchmark: str, kafka_service: LocalService, hazelcast_service: LocalService,
         tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ exactly once (counted as Kafka's own tests count: the counters read against the 
 written), counters and ``gs.version`` only increasing, and the last record equal to the
 grid's whole value (``connect_plan.check``; its own tests show it fails when it should).
 
-The long runs (≥ 50,000 changes, ≥ 10 kills) are ``slow`` (``make test-slow``); one short
-run per grid is in the default suite.
+Every run here is ``slow`` (``make test-slow``): the short ones per grid, and the long
+ones (≥ 50,000 changes, ≥ 10 kills). The default suite restarts the connector cleanly
+(``test_connect_source.py``).
 """
 
 from __future__ import annotations
@@ -68,7 +69,6 @@ def two_members(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pri
 
 
 # -------------------------------------------- short runs (fault suites: slow, ~2.5-3 min each)
-# The default suite kills the source's driver in test_connect_source.py.
 
 
 @pytest.mark.slow

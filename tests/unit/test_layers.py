@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gridstream.model", "gridstream.paths"),
     ("gridstream.kinds",),
     ("gridstream.operations", "gridstream._config", "gridstream._optional",
-     "gridstream._stopping", "gridstream.allowlist"),
+     "gridstream._stopping", "gridstream.allowlist", "gridstream._lazy"),
     ("gridstream.errors",),
 )
 """Top to bottom; a module may import its own layer and those below it."""
@@ -76,10 +76,17 @@ def _is_module(name: str) -> bool:
 
 def imports(path: Path) -> set[str]:
     """Every ``gridstream`` module ``path`` imports, anywhere in it (``from package
-    import module`` counts as the module)."""
+    import module`` counts as the module, and so does each module a package's ``_LAZY``
+    table names: ``gridstream._lazy`` imports them on first use)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and (
+        if isinstance(node, ast.Assign | ast.AnnAssign) and "_LAZY" in {
+                t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(t, ast.Name)} and node.value is not None:
+            found.update(c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)
+                         and isinstance(c.value, str) and c.value.startswith("gridstream.")
+                         and _is_module(c.value))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and (
                 node.module == "gridstream" or node.module.startswith("gridstream.")):
             found.add(node.module)
             found.update(f"{node.module}.{a.name}" for a in node.names
@@ -139,3 +146,11 @@ def test_a_module_imported_from_its_package_counts_as_the_module(tmp_path: Path)
     source = tmp_path / "m.py"
     source.write_text("from gridstream.connect import config, build_connector\n")
     assert imports(source) == {"gridstream.connect", "gridstream.connect.config"}
+
+
+def test_the_modules_a_lazy_table_names_count_as_imports(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text('_LAZY: dict[str, str] = {"Pipeline": "gridstream.pipeline",\n'
+                      '    **dict.fromkeys(["a"], "gridstream.run.config"), "x": "notamodule"}\n'
+                      'OTHER = {"y": "gridstream.feeds"}\n')
+    assert imports(source) == {"gridstream.pipeline", "gridstream.run.config"}

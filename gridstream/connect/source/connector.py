@@ -29,7 +29,7 @@ from gridstream.connect.base import Connector, ConnectorReport
 from gridstream.connect.config import GET_PAST, DeliveryGuarantee, SourceConnectorConfig
 from gridstream.connect.filters import load_filter
 from gridstream.connect.source import produce
-from gridstream.connect.source.datasource import FORMAT, GridSourceDataSource, source_options
+from gridstream.connect.source.datasource import FORMAT, register, source_options
 from gridstream.connect.source.lag import GridLag
 from gridstream.connect.source.snapshots import local_dir
 from gridstream.connect.transforms import build_chain
@@ -138,7 +138,7 @@ class SourceConnector(Connector):
     def stream(self, spark: SparkSession) -> DataFrame:
         """The streaming DataFrame of the source in write mode: one report row per
         partition of a batch, its records produced when the batch is read."""
-        spark.dataSource.register(GridSourceDataSource)
+        register(spark)
         options = source_options(self.config, self.allowed)
         writer = self._exactly_once()
         if writer is not None:

@@ -25,10 +25,11 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pyarrow as pa
+from py4j.protocol import Py4JError
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadLimit,
@@ -68,6 +69,9 @@ from gridstream.grid.settings import grid_adapter
 from gridstream.kafka import KafkaProperties
 from gridstream.spark import worker
 from gridstream.spark._kafka_slots import SlotPlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["FORMAT", "GridSourceDataSource", "GridStreamReader", "consumer_name",
            "legacy_consumer_name", "source_options"]
@@ -148,6 +152,18 @@ SECRET_OPTION = "registry.secret"  # noqa: S105 - an option name, not a password
 """The option holding the converter's registry credentials: Spark redacts options whose
 name matches ``spark.redaction.regex`` (``secret``, ``password``, ...) wherever it prints
 them."""
+
+
+def register(spark: SparkSession) -> None:
+    """``GridSourceDataSource`` registered with ``spark``'s session, once: registering it
+    again would log a warning that it replaced itself at every query's start."""
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        if manager.dataSourceExists(FORMAT):
+            return
+    except Py4JError:  # a Spark without the look-up: registering again is harmless
+        pass
+    spark.dataSource.register(GridSourceDataSource)
 
 
 def source_options(config: SourceConnectorConfig, allowed: Sequence[str]) -> dict[str, str]:
