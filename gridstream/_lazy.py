@@ -1,10 +1,12 @@
 """Names of a package imported from their own modules on first use (PEP 562).
 
-A package's ``__init__`` that re-exports names from heavy modules (Spark's sinks pull in
-the Cassandra driver and SQLAlchemy) makes every import of any of its submodules pay for
-all of them: a Spark Python worker that needs one small module would import the lot.
-``exports`` gives such a package a ``__getattr__`` and a ``__dir__`` over a table of
-name → module, so that only the names asked for are imported.
+A package's ``__init__`` that re-exports names from heavy modules (the SQL sink pulls in
+SQLAlchemy) makes every import of any of its submodules pay for all of them: a Spark
+Python worker that needs one small module would import the lot. ``exports`` gives such
+a package a ``__getattr__`` and a ``__dir__`` over a table of name → module, so that
+only the names asked for are imported. The package imports the same names under
+``TYPE_CHECKING`` and assigns the two functions only when not type checking: to mypy the
+names are those imports, and an unknown one stays an error.
 """
 
 from __future__ import annotations

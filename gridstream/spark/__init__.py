@@ -87,4 +87,5 @@ __all__ = [
     "get_spark",
 ]
 
-__getattr__, __dir__ = exports(__name__, _LAZY)
+if not TYPE_CHECKING:  # to mypy, the imports above are the names: an unknown one is an error
+    __getattr__, __dir__ = exports(__name__, _LAZY)

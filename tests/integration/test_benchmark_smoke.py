@@ -1,14 +1,14 @@
 """Every benchmark (``benchmarks/bench_*.py``) still runs: its smoke mode (``--smoke``:
 tiny sizes, one round, no warm-up) exits cleanly and prints its JSON result. A benchmark
 nothing runs rots (one crashed on a changed record timestamp and lost the figures it had
-measured); this keeps each in the default suite but six, which the slow suite runs
+measured); this keeps each in the default suite but seven, which the slow suite runs
 (below). No figure is asserted.
 
 All of them run in one ``benchmarks/run_all.py --smoke`` process, so that Spark's JVM
 starts once for the benchmarks that hold a session in-process (the pipeline benchmarks'
-sides are processes of their own by design). Six run in the slow suite only, their
+sides are processes of their own by design). Seven run in the slow suite only, their
 smoke runs being mostly new driver processes, fixed-rate runs, a session's first Delta
-MERGEs or many connector starts:
+MERGEs or many query starts:
 
 - ``bench_pipeline_kafka`` (``test_pipeline_bench_smoke.py``, every side): Quix Streams'
   sides need a virtualenv from the package index; its other sides took 80 s of every
@@ -23,7 +23,9 @@ MERGEs or many connector starts:
   lake sink is the default suite's store feed tests';
 - ``bench_connect_source`` (below): 47 s, eight source connector queries started (each
   side's checkpoint is taken by a run of its own first); the connector on both grids is
-  the default suite's ``test_connect_source.py``.
+  the default suite's ``test_connect_source.py``;
+- ``bench_pipeline_avro`` (below): 25 s, four pipelines started for 200 records; Avro
+  in Python and in the JVM is the default suite's ``test_pipeline_avro_jvm.py``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from gridstream.stack.service import LocalService
 ROOT = Path(__file__).resolve().parents[2]
 IN_THE_SLOW_SUITE = frozenset({"bench_pipeline_kafka", "bench_pipeline_latency",
                                "bench_spark_start", "bench_connect_latency",
-                               "bench_spark_delta", "bench_connect_source"})
+                               "bench_spark_delta", "bench_connect_source",
+                               "bench_pipeline_avro"})
 BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("bench_*.py")
                     if p.stem not in IN_THE_SLOW_SUITE)
 TIMEOUT_S = 600  # ~3 minutes on a quiet 2-core machine
@@ -86,11 +89,11 @@ def test_the_benchmark_runs_in_its_smoke_mode(benchmark: str,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("benchmark", ["bench_pipeline_latency", "bench_connect_latency",
-                                       "bench_spark_delta", "bench_connect_source"])
+@pytest.mark.parametrize("benchmark", sorted(
+    IN_THE_SLOW_SUITE - {"bench_pipeline_kafka", "bench_spark_start"}))  # those: their own
 def test_a_slow_suite_benchmark_runs_in_its_smoke_mode(
         benchmark: str, kafka_service: LocalService, hazelcast_service: LocalService,
-        tmp_path: Path) -> None:
+        registry_service: LocalService, tmp_path: Path) -> None:
     _check(benchmark, _smoke_runs([benchmark], tmp_path / "smoke.json"))
 
 

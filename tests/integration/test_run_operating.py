@@ -10,13 +10,18 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.support.child_output import await_line, start_piped
 from tests.integration.support.ops_steps import WORKER_NOTE
@@ -85,25 +90,61 @@ def _committed(bootstrap: str, topic: str, expected: int) -> list[bytes | None]:
     return values
 
 
-def test_metrics_and_status_say_what_the_flows_wrote(
-        kafka_bootstrap: str, hazelcast_service: Any, topic_factory: Any, tmp_path: Path) -> None:
+@dataclass
+class OpsRun:
+    """One ``gridstream run`` of three flows, watched until each did its part, then
+    stopped: a Hazelcast source connector, ``evens`` (Kafka → Kafka, its input the
+    connector's topic) and ``bad`` (a record that is not JSON fails it)."""
+
+    cache: str
+    source_topic: str
+    evens_topic: str
+    bad_in: str
+    flows: dict[str, dict[str, Any]]
+    metrics: str
+    status: subprocess.CompletedProcess[str]
+    healthz: int
+    code: int
+    seen: list[str]
+    in_source: list[bytes | None]
+    in_evens: list[bytes | None]
+
+
+@pytest.fixture(scope="module")
+def ops_run(kafka_bootstrap: str, hazelcast_service: Any,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpsRun]:
+    """The flows of both tests below run in one driver process: a ``gridstream run``
+    starts Spark, and each run took 20-45 s of the default suite."""
     from hazelcast.client import HazelcastClient
     from hazelcast.core import HazelcastJsonValue
 
+    tmp_path = tmp_path_factory.mktemp("ops")
     tag = uuid.uuid4().hex[:8]
     cache = f"ops{tag}"
-    source_topic = topic_factory(2, name=f"{cache}.{cache}")
-    evens_topic = topic_factory(2, name=f"{cache}-evens")
-    cluster = hazelcast_service.settings.cluster_name
-    client = HazelcastClient(cluster_members=[hazelcast_service.address], cluster_name=cluster)
+    source_topic, evens_topic = f"{cache}.{cache}", f"{cache}-evens"
+    bad_in, bad_out = f"{cache}-bad-in", f"{cache}-bad-out"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    topics = [source_topic, evens_topic, bad_in, bad_out]
+    for future in admin.create_topics([NewTopic(t, num_partitions=2 if t in topics[:2] else 1,
+                                                replication_factor=1)
+                                       for t in topics]).values():
+        future.result(timeout=30)
     try:
-        values: dict[Any, Any] = {f"k{i}": HazelcastJsonValue(json.dumps({"n": i}))
-                                  for i in range(ENTRIES)}
-        client.get_map(cache).blocking().put_all(values)
-    finally:
-        client.shutdown()
-    path = tmp_path / "ops.toml"
-    path.write_text(_run_section(tmp_path, kafka_bootstrap) + f"""
+        cluster = hazelcast_service.settings.cluster_name
+        client = HazelcastClient(cluster_members=[hazelcast_service.address],
+                                 cluster_name=cluster)
+        try:
+            values: dict[Any, Any] = {f"k{i}": HazelcastJsonValue(json.dumps({"n": i}))
+                                      for i in range(ENTRIES)}
+            client.get_map(cache).blocking().put_all(values)
+        finally:
+            client.shutdown()
+        producer = Producer({"bootstrap.servers": kafka_bootstrap})
+        producer.produce(bad_in, json.dumps({"n": 2}).encode())
+        producer.produce(bad_in, b"not json at all")
+        producer.flush(30)
+        path = tmp_path / "ops.toml"
+        path.write_text(_run_section(tmp_path, kafka_bootstrap) + f"""
 [[connector]]
 name = "hz-source"
 kind = "source"
@@ -113,86 +154,78 @@ grid = {_toml({"kind": "hazelcast", "cluster_name": cluster,
 topicPrefix = "{cache}."
 cacheWhitelist = ["{cache}"]
 shallLoadInitialData = true
-""" + _evens("evens", tmp_path, source_topic, evens_topic))
-    process, lines, seen, url = _start(path)
-    try:
-        flows = _await(url, lambda f: f["hz-source"]["written"] >= ENTRIES
-                       and f["evens"]["read"] >= ENTRIES and f["evens"]["lag_records"] == 0
-                       and f["hz-source"]["lag_by_source"] == {cache: 0},
-                       process, seen, lines)
-        metrics = _get(url + "/metrics").decode()
-        in_source = _committed(kafka_bootstrap, source_topic, ENTRIES)
-        in_evens = _committed(kafka_bootstrap, evens_topic, ENTRIES // 2)
-        assert len(in_source) == ENTRIES and len(in_evens) == ENTRIES // 2
-        assert sorted(orjson.loads(v or b"")["n"] for v in in_evens) == list(
-            range(0, ENTRIES, 2))
-        assert (flows["hz-source"]["written"], flows["hz-source"]["read"]) == (ENTRIES, ENTRIES)
-        assert (flows["evens"]["read"], flows["evens"]["written"],
-                flows["evens"]["filtered"]) == (ENTRIES, ENTRIES // 2, ENTRIES // 2)
-        assert _metric(metrics, "gridstream_flow_records_written_total", "hz-source") == len(
-            in_source)
-        assert _metric(metrics, "gridstream_flow_records_read_total", "evens") == len(in_source)
-        assert _metric(metrics, "gridstream_flow_records_written_total", "evens") == len(
-            in_evens)
-        assert _metric(metrics, "gridstream_flow_records_filtered_total", "evens") == (
-            ENTRIES - len(in_evens))
-        assert 'gridstream_flow_state{flow="evens",state="failed"} 0.0' in metrics
-        assert flows["evens"]["lag_records"] == 0
-        # the grid source's lag: the map's journal events after its position
-        assert f'gridstream_flow_lag_records{{flow="hz-source",source="{cache}"}} 0.0' in metrics
-        assert flows["hz-source"]["reads"] == [f"hazelcast:{cache}"]
-        assert flows["evens"]["reads"] == [f"kafka:{source_topic}"]
-        shown = subprocess.run([*GRIDSTREAM, "status", "--url", url], cwd=ROOT,
-                               capture_output=True, text=True, timeout=60, check=False)
-        assert shown.returncode == 0, shown.stdout + shown.stderr
-        table = {line.split()[0]: line.split() for line in shown.stdout.splitlines()[2:]}
-        # flow, kind (two words for a connector), state, batches, read, written, ...
-        assert table["hz-source"][3] in ("running", "idle"), shown.stdout
-        assert table["hz-source"][5:7] == [str(ENTRIES), str(ENTRIES)], shown.stdout
-        assert table["evens"][4:6] == [str(ENTRIES), str(ENTRIES // 2)], shown.stdout
-    finally:
-        code = _stop(process, lines, seen) if process.poll() is None else process.returncode
-    assert code == 0, "".join(seen[-40:])
-
-
-def test_a_failed_flow_is_one_line_and_the_others_go_on(
-        kafka_bootstrap: str, topic_factory: Any, tmp_path: Path) -> None:
-    good_in, good_out = topic_factory(1), topic_factory(1)
-    bad_in, bad_out = topic_factory(1), topic_factory(1)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
-    for i in range(10):
-        producer.produce(good_in, json.dumps({"n": i}).encode())
-    producer.produce(bad_in, json.dumps({"n": 2}).encode())
-    producer.produce(bad_in, b"not json at all")
-    producer.flush(30)
-    path = tmp_path / "two.toml"
-    path.write_text(_run_section(tmp_path, kafka_bootstrap)
-                    + _evens("good", tmp_path, good_in, good_out)
-                    + _evens("bad", tmp_path, bad_in, bad_out))
-    process, lines, seen, url = _start(path)
-    try:
-        await_line(process, lines, seen, lambda line: line.startswith("bad: FAILED"))
-        flows = _await(url, lambda f: f["good"]["read"] >= 10, process, seen, lines,
-                       may_fail=("bad",))
-        assert flows["bad"]["state"] == "failed" and flows["good"]["state"] in (
-            "running", "idle")
-        shown = subprocess.run([*GRIDSTREAM, "status", "--url", url], cwd=ROOT,
-                               capture_output=True, text=True, timeout=60, check=False)
-        assert shown.returncode == 1, shown.stdout + shown.stderr
-        assert "bad: FAILED: RecordError" in shown.stdout
-        health = urllib.request.Request(url + "/healthz")
+""" + _evens("evens", tmp_path, source_topic, evens_topic)
+                        + _evens("bad", tmp_path, bad_in, bad_out))
+        process, lines, seen, url = _start(path)
         try:
-            urllib.request.urlopen(health, timeout=10)  # noqa: S310 - loopback http
-            raise AssertionError("/healthz answered 200 with a failed flow")
-        except urllib.error.HTTPError as exc:
-            assert exc.code == 503
+            await_line(process, lines, seen, lambda line: line.startswith("bad: FAILED"))
+            flows = _await(url, lambda f: f["hz-source"]["written"] >= ENTRIES
+                           and f["evens"]["read"] >= ENTRIES and f["evens"]["lag_records"] == 0
+                           and f["hz-source"]["lag_by_source"] == {cache: 0},
+                           process, seen, lines, may_fail=("bad",))
+            metrics = _get(url + "/metrics").decode()
+            in_source = _committed(kafka_bootstrap, source_topic, ENTRIES)
+            in_evens = _committed(kafka_bootstrap, evens_topic, ENTRIES // 2)
+            shown = subprocess.run([*GRIDSTREAM, "status", "--url", url], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=60, check=False)
+            try:
+                urllib.request.urlopen(url + "/healthz", timeout=10)  # noqa: S310 - loopback
+                healthz = 200
+            except urllib.error.HTTPError as exc:
+                healthz = exc.code
+        finally:
+            code = _stop(process, lines, seen) if process.poll() is None else process.returncode
+        yield OpsRun(cache, source_topic, evens_topic, bad_in, flows, metrics, shown, healthz,
+                     code, seen, in_source, in_evens)
     finally:
-        code = _stop(process, lines, seen) if process.poll() is None else process.returncode
-    terminal = "".join(seen)
-    assert code == 1, terminal
-    failed = [line for line in seen if line.startswith("bad: FAILED")]
+        for future in admin.delete_topics(topics).values():
+            future.result(timeout=30)
+
+
+def test_metrics_and_status_say_what_the_flows_wrote(ops_run: OpsRun) -> None:
+    run, flows, metrics = ops_run, ops_run.flows, ops_run.metrics
+    in_source, in_evens = run.in_source, run.in_evens
+    assert len(in_source) == ENTRIES and len(in_evens) == ENTRIES // 2
+    assert sorted(orjson.loads(v or b"")["n"] for v in in_evens) == list(range(0, ENTRIES, 2))
+    assert (flows["hz-source"]["written"], flows["hz-source"]["read"]) == (ENTRIES, ENTRIES)
+    assert (flows["evens"]["read"], flows["evens"]["written"],
+            flows["evens"]["filtered"]) == (ENTRIES, ENTRIES // 2, ENTRIES // 2)
+    assert _metric(metrics, "gridstream_flow_records_written_total", "hz-source") == len(
+        in_source)
+    assert _metric(metrics, "gridstream_flow_records_read_total", "evens") == len(in_source)
+    assert _metric(metrics, "gridstream_flow_records_written_total", "evens") == len(in_evens)
+    assert _metric(metrics, "gridstream_flow_records_filtered_total", "evens") == (
+        ENTRIES - len(in_evens))
+    assert 'gridstream_flow_state{flow="evens",state="failed"} 0.0' in metrics
+    assert 'gridstream_flow_state{flow="bad",state="failed"} 1.0' in metrics
+    assert flows["evens"]["lag_records"] == 0
+    # the grid source's lag: the map's journal events after its position
+    assert (f'gridstream_flow_lag_records{{flow="hz-source",source="{run.cache}"}} 0.0'
+            in metrics)
+    assert flows["hz-source"]["reads"] == [f"hazelcast:{run.cache}"]
+    assert flows["evens"]["reads"] == [f"kafka:{run.source_topic}"]
+    shown = run.status
+    table = {line.split()[0]: line.split() for line in shown.stdout.splitlines()[2:]
+             if line.strip()}
+    # flow, kind (two words for a connector), state, batches, read, written, ...
+    assert table["hz-source"][3] in ("running", "idle"), shown.stdout
+    assert table["hz-source"][5:7] == [str(ENTRIES), str(ENTRIES)], shown.stdout
+    assert table["evens"][2] in ("running", "idle"), shown.stdout
+    assert table["evens"][4:6] == [str(ENTRIES), str(ENTRIES // 2)], shown.stdout
+
+
+def test_a_failed_flow_is_one_line_and_the_others_go_on(ops_run: OpsRun) -> None:
+    run = ops_run
+    assert run.flows["bad"]["state"] == "failed"
+    assert run.flows["evens"]["state"] in ("running", "idle")
+    assert run.status.returncode == 1, run.status.stdout + run.status.stderr
+    assert "bad: FAILED: RecordError" in run.status.stdout
+    assert run.healthz == 503  # /healthz with a failed flow
+    terminal = "".join(run.seen)
+    assert run.code == 1, terminal
+    failed = [line for line in run.seen if line.startswith("bad: FAILED")]
     assert len(failed) == 1, terminal
-    assert f"{bad_in}[0]@1" in failed[0] and "to get past it" in failed[0], failed
+    assert f"{run.bad_in}[0]@1" in failed[0] and "to get past it" in failed[0], failed
     log = re.search(r"\(traces: (\S+)\)", failed[0])
     assert log is not None, failed
     for noise in ("Traceback", "\tat ", "PYTHON_EXCEPTION", "FOREACH_BATCH", "Py4J"):

@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["FORMAT", "GridSourceDataSource", "GridStreamReader", "consumer_name",
-           "legacy_consumer_name", "source_options"]
+           "legacy_consumer_name", "register", "source_options"]
 
 log = logging.getLogger(__name__)
 
@@ -156,13 +156,14 @@ them."""
 
 def register(spark: SparkSession) -> None:
     """``GridSourceDataSource`` registered with ``spark``'s session, once: registering it
-    again would log a warning that it replaced itself at every query's start."""
+    again would log a warning that it replaced itself at every query's start. (A source
+    registered under ``FORMAT`` is taken to be this one: the name is the project's.)"""
     try:
         manager = spark._jsparkSession.sessionState().dataSourceManager()
         if manager.dataSourceExists(FORMAT):
             return
-    except Py4JError:  # a Spark without the look-up: registering again is harmless
-        pass
+    except (Py4JError, AttributeError) as exc:  # no look-up: registering again is harmless
+        log.debug("registering %s without looking it up: %s", FORMAT, exc)
     spark.dataSource.register(GridSourceDataSource)
 
 

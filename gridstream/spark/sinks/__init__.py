@@ -35,8 +35,8 @@ _LAZY: dict[str, str] = {
     "ParquetSink": "gridstream.spark.sinks.parquet",
     "SqlSink": "gridstream.spark.sinks.sql",
 }
-"""Each sink imported from its own module on first use (``gridstream._lazy``): the
-Cassandra driver and SQLAlchemy only for the sinks that need them."""
+"""Each sink imported from its own module on first use (``gridstream._lazy``): SQLAlchemy
+only for the sinks that need it."""
 
 __all__ = [
     "BatchSink",
@@ -66,4 +66,5 @@ def create_sink(config: SinkConfig, types: TypeRegistry) -> BatchSink:
         return DeltaSink(config.path, types)
     raise TypeError(f"unknown sink config {type(config).__name__}")
 
-__getattr__, __dir__ = exports(__name__, _LAZY)
+if not TYPE_CHECKING:  # to mypy, the imports above are the names: an unknown one is an error
+    __getattr__, __dir__ = exports(__name__, _LAZY)

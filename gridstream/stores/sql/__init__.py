@@ -34,4 +34,5 @@ model's import does not import SQLAlchemy."""
 __all__ = ["ApplyResult", "Batch", "SqlStore", "SqlStoreConfig", "StoredRow", "group",
            "op_row", "run_sql_consumer"]
 
-__getattr__, __dir__ = exports(__name__, _LAZY)
+if not TYPE_CHECKING:  # to mypy, the imports above are the names: an unknown one is an error
+    __getattr__, __dir__ = exports(__name__, _LAZY)
