@@ -4,7 +4,9 @@ A topic just created is not at once visible everywhere: the broker answering the
 request may not have its metadata yet (``UNKNOWN_TOPIC_OR_PART``) or a partition may
 have no leader yet. ``ensure_topics`` therefore returns only once every wanted topic's
 metadata shows all its partitions with a leader (bounded by ``timeout_s``), and
-``topic_max_message_bytes`` retries an unknown topic within its bound too.
+``topic_max_message_bytes`` retries an unknown topic within its bound too. Even then the
+leader may not serve the partition yet (``NOT_LEADER_FOR_PARTITION`` for a moment after
+the metadata names it): ``watermark_offsets`` asks again within its bound.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
@@ -22,9 +24,13 @@ from confluent_kafka.cimpl import NewTopic
 from gridstream.errors import KafkaClientError
 from gridstream.kafka.errors import error_of, kafka_error
 
-__all__ = ["TopicSpec", "ensure_topics", "topic_max_message_bytes", "wait_for_topics"]
+__all__ = ["TopicSpec", "ensure_topics", "topic_max_message_bytes", "wait_for_topics",
+           "watermark_offsets"]
 
 _POLL_S = 0.1
+_NOT_SERVED_YET = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE,
+                             KafkaError.NOT_LEADER_FOR_PARTITION})
+"""What a partition of a topic just created answers until its leader serves it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,3 +136,23 @@ def topic_max_message_bytes(admin: AdminClient, topic: str, timeout_s: float = 3
     if entry is None or entry.value is None:
         return None
     return int(entry.value)
+
+
+def watermark_offsets(consumer: Consumer, tp: TopicPartition, timeout_s: float
+                      ) -> tuple[int, int]:
+    """``(low, high)`` of ``tp`` as its leader has them now (``read_uncommitted``: the
+    log end; ``read_committed``: the last stable offset). A partition that is not served
+    yet (a topic just created, a leader just elected) is asked again until ``timeout_s``;
+    any other error, or that one past the bound, is raised as the client raised it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                tp, timeout=max(deadline - time.monotonic(), _POLL_S), cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            err = error_of(exc)
+            if err is None or err.code() not in _NOT_SERVED_YET \
+                    or time.monotonic() >= deadline:
+                raise
+            time.sleep(_POLL_S)

@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from gridstream.errors import EndpointError, MirrorError
 from gridstream.kafka import KafkaProperties
+from gridstream.kafka.admin import watermark_offsets
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import kafka_error
 
@@ -101,7 +102,7 @@ def _scan(consumer: Consumer, ends: Consumer, topic: str, mirror_name: str,
         raise EndpointError(f"offsets topic {topic!r} is not available")
     partition = partition_for(mirror_name, len(metadata.partitions))
     tp = TopicPartition(topic, partition)
-    low, high = ends.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+    low, high = watermark_offsets(ends, tp, timeout_s)
     if high <= low:
         return None
     consumer.assign([TopicPartition(topic, partition, low)])
@@ -118,7 +119,7 @@ def _scan(consumer: Consumer, ends: Consumer, topic: str, mirror_name: str,
         if position >= high:
             return None if found is None else decode_position(found, expected_log)
         if time.monotonic() > deadline:
-            _, stable = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+            _, stable = watermark_offsets(consumer, tp, timeout_s)
             if stable < high:
                 raise EndpointError(
                     f"cannot read the position of mirror {mirror_name!r}: a transaction "

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from gridstream.errors import SparkError
 from gridstream.kafka import KafkaProperties
+from gridstream.kafka.admin import watermark_offsets
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import kafka_error
 from gridstream.spark import _producers, worker
@@ -296,7 +297,7 @@ class _MarkerReader:
         transaction there is waited for, up to ``wait_s``: the transaction timeout and a
         margin, after which the broker has aborted it)."""
         timeout_s = min(wait_s, 30.0)
-        low, high = self.ends.get_watermark_offsets(self.tp, timeout=timeout_s, cached=False)
+        low, high = watermark_offsets(self.ends, self.tp, timeout_s)
         start = low if self.next_offset is None else max(self.next_offset, low)
         if start < high:
             self.committed.assign([TopicPartition(self.tp.topic, self.tp.partition, start)])

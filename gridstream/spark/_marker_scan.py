@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from gridstream.errors import SparkError
+from gridstream.kafka.admin import watermark_offsets
 from gridstream.kafka.config import shared_config
 from gridstream.spark._kafka_slots import Marker
 
@@ -61,7 +62,7 @@ class MarkerScan:
         highs: dict[int, int] = {}
         for partition in range(partitions):
             tp = TopicPartition(self.topic, partition)
-            low, high = ends.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+            low, high = watermark_offsets(ends, tp, timeout_s)
             start = max(self._next.get(partition, low), low)
             if start < high:
                 starts.append(TopicPartition(self.topic, partition, start))

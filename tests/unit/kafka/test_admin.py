@@ -90,21 +90,61 @@ def test_created_topics_are_waited_for_until_every_partition_has_a_leader() -> N
     fake = SlowAdmin()
     names = [f"t{i}" for i in range(20)]
     for name in names:
-        ensure_topics(fake, [TopicSpec(name, 3, 1)], timeout_s=10)  # type: ignore[arg-type]
+        ensure_topics(fake, [TopicSpec(name, 3, 1)], timeout_s=10)
         # ensure_topics returned: the metadata showed all three partitions led
         assert fake.polls[name] == fake.unknown_calls + fake.leaderless_calls + 1
-        assert topic_max_message_bytes(fake, name, 10) == 123456  # type: ignore[arg-type]
+        assert topic_max_message_bytes(fake, name, 10) == 123456
 
 
 def test_describing_an_unknown_topic_retries_within_its_bound() -> None:
     fake = SlowAdmin(unknown_calls=0, leaderless_calls=0, unknown_configs=3)
     fake.created["t"] = 1
     fake.polls["t"] = 1
-    assert topic_max_message_bytes(fake, "t", 10) == 123456  # type: ignore[arg-type]
+    assert topic_max_message_bytes(fake, "t", 10) == 123456
     assert fake.describes["t"] == 4
 
 
 def test_a_topic_that_never_becomes_usable_fails_with_the_reason() -> None:
     fake = SlowAdmin(unknown_calls=10**9)
     with pytest.raises(KafkaClientError, match="UNKNOWN_TOPIC_OR_PART"):
-        ensure_topics(fake, [TopicSpec("t", 2, 1)], timeout_s=0.5)  # type: ignore[arg-type]
+        ensure_topics(fake, [TopicSpec("t", 2, 1)], timeout_s=0.5)
+
+
+class _LeaderNotServing:
+    """A consumer whose partition's leader answers ``code`` ``failures`` times first."""
+
+    def __init__(self, code: int, failures: int) -> None:
+        self.code, self.failures, self.calls = code, failures, 0
+
+    def get_watermark_offsets(self, tp: Any, timeout: float, cached: bool) -> tuple[int, int]:
+        assert cached is False and timeout > 0
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise KafkaException(KafkaError(self.code))
+        return 3, 17
+
+
+@pytest.mark.parametrize("code", [KafkaError.NOT_LEADER_FOR_PARTITION,
+                                  KafkaError.LEADER_NOT_AVAILABLE,
+                                  KafkaError.UNKNOWN_TOPIC_OR_PART])
+def test_watermarks_of_a_partition_not_served_yet_are_asked_again(code: int) -> None:
+    """The exactly-once writer's marker scan failed its batch on a marker topic created
+    a moment before: NOT_LEADER_FOR_PARTITION from the broker the metadata named."""
+    from confluent_kafka import TopicPartition
+
+    consumer = _LeaderNotServing(code, failures=3)
+    assert admin_module.watermark_offsets(consumer, TopicPartition("t", 0), 5.0) == (3, 17)
+    assert consumer.calls == 4
+
+
+def test_watermarks_raise_other_errors_and_give_up_at_the_bound() -> None:
+    from confluent_kafka import TopicPartition
+
+    other = _LeaderNotServing(KafkaError.TOPIC_AUTHORIZATION_FAILED, failures=1)
+    with pytest.raises(KafkaException):
+        admin_module.watermark_offsets(other, TopicPartition("t", 0), 5.0)
+    assert other.calls == 1
+    never = _LeaderNotServing(KafkaError.NOT_LEADER_FOR_PARTITION, failures=10**9)
+    with pytest.raises(KafkaException):
+        admin_module.watermark_offsets(never, TopicPartition("t", 0), 0.05)
+    assert never.calls > 1
