@@ -28,9 +28,14 @@ __all__ = ["TopicSpec", "ensure_topics", "topic_max_message_bytes", "wait_for_to
            "watermark_offsets"]
 
 _POLL_S = 0.1
-_NOT_SERVED_YET = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE,
-                             KafkaError.NOT_LEADER_FOR_PARTITION})
-"""What a partition of a topic just created answers until its leader serves it."""
+_NOT_SERVED_YET = frozenset({
+    KafkaError._UNKNOWN_PARTITION,  # the client's metadata: no leader known yet
+    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.OFFSET_NOT_AVAILABLE,  # a new leader whose high watermark lags its epoch
+})
+"""What a partition answers until its leader serves it (a topic just created, a leader
+just elected)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +148,8 @@ def watermark_offsets(consumer: Consumer, tp: TopicPartition, timeout_s: float
     """``(low, high)`` of ``tp`` as its leader has them now (``read_uncommitted``: the
     log end; ``read_committed``: the last stable offset). A partition that is not served
     yet (a topic just created, a leader just elected) is asked again until ``timeout_s``;
-    any other error, or that one past the bound, is raised as the client raised it."""
+    any other error, or that one past the bound, is raised as the client raised it. The
+    caller knows the topic exists (a missing one would be waited for to the bound)."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:

@@ -57,12 +57,12 @@ class MarkerScan:
         to ``wait_s``: the transaction timeout and a margin, after which the broker has
         aborted it)."""
         committed, ends = self._consumers(partitions)
-        timeout_s = min(wait_s, 30.0)
+        deadline = time.monotonic() + min(wait_s, 30.0)  # one bound for every partition
         starts: list[TopicPartition] = []
         highs: dict[int, int] = {}
         for partition in range(partitions):
             tp = TopicPartition(self.topic, partition)
-            low, high = watermark_offsets(ends, tp, timeout_s)
+            low, high = watermark_offsets(ends, tp, max(deadline - time.monotonic(), 0.1))
             start = max(self._next.get(partition, low), low)
             if start < high:
                 starts.append(TopicPartition(self.topic, partition, start))

@@ -311,7 +311,10 @@ class KafkaExactlyOnceWriter:
         except KafkaException as exc:
             raise kafka_error("cannot read the marker topic's metadata", exc) from exc
         self._partitions = len(meta.topics[self.marker_topic].partitions)
-        markers = self._scan.markers(self._partitions, self.wait_s())
+        try:
+            markers = self._scan.markers(self._partitions, self.wait_s())
+        except KafkaException as exc:
+            raise kafka_error("cannot read the marker topic", exc) from exc
         for marker in sorted(markers.values(), key=lambda m: m.slot):
             if marker.batch > batch_id:
                 decide(marker, batch_id, None, None, marker.content)  # refuses

@@ -102,6 +102,9 @@ class OpsRun:
     bad_in: str
     flows: dict[str, dict[str, Any]]
     metrics: str
+    healthy_status: subprocess.CompletedProcess[str]
+    """``gridstream status`` while every flow ran, before ``bad`` met its bad record."""
+    healthy_healthz: int
     status: subprocess.CompletedProcess[str]
     healthz: int
     code: int
@@ -140,8 +143,7 @@ def ops_run(kafka_bootstrap: str, hazelcast_service: Any,
         finally:
             client.shutdown()
         producer = Producer({"bootstrap.servers": kafka_bootstrap})
-        producer.produce(bad_in, json.dumps({"n": 2}).encode())
-        producer.produce(bad_in, b"not json at all")
+        producer.produce(bad_in, json.dumps({"n": 2}).encode())  # the bad one comes later
         producer.flush(30)
         path = tmp_path / "ops.toml"
         path.write_text(_run_section(tmp_path, kafka_bootstrap) + f"""
@@ -158,28 +160,40 @@ shallLoadInitialData = true
                         + _evens("bad", tmp_path, bad_in, bad_out))
         process, lines, seen, url = _start(path)
         try:
+            _await(url, lambda f: f["hz-source"]["written"] >= ENTRIES
+                   and f["evens"]["read"] >= ENTRIES and f["evens"]["lag_records"] == 0
+                   and f["hz-source"]["lag_by_source"] == {cache: 0}
+                   and f["bad"]["read"] >= 1, process, seen, lines)
+            healthy_status, healthy_healthz = _status(url), _healthz(url)
+            producer.produce(bad_in, b"not json at all")
+            producer.flush(30)
             await_line(process, lines, seen, lambda line: line.startswith("bad: FAILED"))
-            flows = _await(url, lambda f: f["hz-source"]["written"] >= ENTRIES
-                           and f["evens"]["read"] >= ENTRIES and f["evens"]["lag_records"] == 0
-                           and f["hz-source"]["lag_by_source"] == {cache: 0},
-                           process, seen, lines, may_fail=("bad",))
+            flows = _await(url, lambda f: f["bad"]["state"] == "failed", process, seen, lines,
+                           may_fail=("bad",))
             metrics = _get(url + "/metrics").decode()
             in_source = _committed(kafka_bootstrap, source_topic, ENTRIES)
             in_evens = _committed(kafka_bootstrap, evens_topic, ENTRIES // 2)
-            shown = subprocess.run([*GRIDSTREAM, "status", "--url", url], cwd=ROOT,
-                                   capture_output=True, text=True, timeout=60, check=False)
-            try:
-                urllib.request.urlopen(url + "/healthz", timeout=10)  # noqa: S310 - loopback
-                healthz = 200
-            except urllib.error.HTTPError as exc:
-                healthz = exc.code
+            shown, healthz = _status(url), _healthz(url)
         finally:
             code = _stop(process, lines, seen) if process.poll() is None else process.returncode
-        yield OpsRun(cache, source_topic, evens_topic, bad_in, flows, metrics, shown, healthz,
-                     code, seen, in_source, in_evens)
+        yield OpsRun(cache, source_topic, evens_topic, bad_in, flows, metrics, healthy_status,
+                     healthy_healthz, shown, healthz, code, seen, in_source, in_evens)
     finally:
         for future in admin.delete_topics(topics).values():
             future.result(timeout=30)
+
+
+def _status(url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*GRIDSTREAM, "status", "--url", url], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def _healthz(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url + "/healthz", timeout=10) as answer:  # noqa: S310
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 def test_metrics_and_status_say_what_the_flows_wrote(ops_run: OpsRun) -> None:
@@ -204,7 +218,8 @@ def test_metrics_and_status_say_what_the_flows_wrote(ops_run: OpsRun) -> None:
             in metrics)
     assert flows["hz-source"]["reads"] == [f"hazelcast:{run.cache}"]
     assert flows["evens"]["reads"] == [f"kafka:{run.source_topic}"]
-    shown = run.status
+    shown = run.healthy_status  # while every flow ran: exit 0, /healthz 200
+    assert shown.returncode == 0 and run.healthy_healthz == 200, shown.stdout + shown.stderr
     table = {line.split()[0]: line.split() for line in shown.stdout.splitlines()[2:]
              if line.strip()}
     # flow, kind (two words for a connector), state, batches, read, written, ...

@@ -3,6 +3,7 @@ leader, and describing its configuration retries while the broker does not know 
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,7 +127,9 @@ class _LeaderNotServing:
 
 @pytest.mark.parametrize("code", [KafkaError.NOT_LEADER_FOR_PARTITION,
                                   KafkaError.LEADER_NOT_AVAILABLE,
-                                  KafkaError.UNKNOWN_TOPIC_OR_PART])
+                                  KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                  KafkaError._UNKNOWN_PARTITION,
+                                  KafkaError.OFFSET_NOT_AVAILABLE])
 def test_watermarks_of_a_partition_not_served_yet_are_asked_again(code: int) -> None:
     """The exactly-once writer's marker scan failed its batch on a marker topic created
     a moment before: NOT_LEADER_FOR_PARTITION from the broker the metadata named."""
@@ -141,10 +144,13 @@ def test_watermarks_raise_other_errors_and_give_up_at_the_bound() -> None:
     from confluent_kafka import TopicPartition
 
     other = _LeaderNotServing(KafkaError.TOPIC_AUTHORIZATION_FAILED, failures=1)
-    with pytest.raises(KafkaException):
+    with pytest.raises(KafkaException) as raised:
         admin_module.watermark_offsets(other, TopicPartition("t", 0), 5.0)
+    assert raised.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert other.calls == 1
     never = _LeaderNotServing(KafkaError.NOT_LEADER_FOR_PARTITION, failures=10**9)
-    with pytest.raises(KafkaException):
+    started = time.monotonic()
+    with pytest.raises(KafkaException) as raised:
         admin_module.watermark_offsets(never, TopicPartition("t", 0), 0.05)
-    assert never.calls > 1
+    assert time.monotonic() - started < 1.0 and never.calls > 1
+    assert raised.value.args[0].code() == KafkaError.NOT_LEADER_FOR_PARTITION
