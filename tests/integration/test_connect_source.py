@@ -525,6 +525,7 @@ def test_idle_cache_position_and_log_acknowledgement_advance(spark: Any, tmp_pat
 # ------------------------------------------------------------------ lost positions
 
 
+@pytest.mark.slow  # a fault run: the cluster restarted, 18 s (make test-slow)
 def test_lost_position_after_a_full_hazelcast_restart(spark: Any, tmp_path: Path, prefix: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.integration.support.hazelcast_cluster import private_cluster

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gridstream.connect.source import SourceConnector
 from tests.integration.support.source_helpers import SpaceGrid, consume, counters
 from tests.integration.test_connect_source import (
@@ -24,6 +26,7 @@ KEYS, ROUNDS = 1_000, 30
 __all__ = ["prefix"]  # the fixture, shared with the connector's other tests
 
 
+@pytest.mark.slow  # a long run: past a transaction timeout, 29 s (make test-slow)
 def test_a_backlog_longer_than_the_transaction_timeout_drains_exactly_once(
         spark: Any, tmp_path: Path, prefix: str) -> None:
     space = SpaceGrid(tmp_path / "space")

@@ -47,6 +47,7 @@ def _drain(mirror: Mirror) -> None:
         pass
 
 
+@pytest.mark.slow  # a fault run: a SIGKILLed mirror, 21 s (make test-slow)
 def test_a_mirror_resumes_past_another_mirrors_open_transaction(
         kafka_bootstrap: str, topic_factory: MakeTopic) -> None:
     topic = topic_factory(1)

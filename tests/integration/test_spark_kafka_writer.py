@@ -324,14 +324,14 @@ def test_an_open_transaction_of_another_writer_on_the_marker_partition_is_waited
     topic = topic_factory(1)
     marker_topic = topic_factory(1, cleanup_policy="compact")
     writer = _writer(kafka_bootstrap, topic, marker_topic=marker_topic, marker_partitions=1,
-                     timeout_s=3)
+                     timeout_s=2)
     other = Producer({"bootstrap.servers": kafka_bootstrap,
                       "transactional.id": f"other-{uuid.uuid4().hex}"})
     other.init_transactions(30)
     other.begin_transaction()
     other.produce(marker_topic, b"{}", b"other-query/0", partition=0)
     assert other.flush(30) == 0
-    timer = threading.Timer(10, other.commit_transaction, args=(30,))
+    timer = threading.Timer(5, other.commit_transaction, args=(30,))
     timer.start()
     try:
         result = writer(_rows(spark, range(20), partitions=2), 0)

@@ -30,7 +30,7 @@ def _pipeline(name: str, topics: list[str], tmp: Path, sink: dict[str, Any],
               bootstrap: str, **extra: Any) -> StoreFeed:
     config = FeedConfig.model_validate({
         "name": name, "topics": topics, "checkpoint": str(tmp / f"ckpt-{name}"),
-        "trigger": "available_now", "maxOffsetsPerTrigger": 150, "sink": sink, **extra})
+        "trigger": "available_now", "maxOffsetsPerTrigger": 250, "sink": sink, **extra})
     return StoreFeed(config, TypeRegistry.of([PERSON]), bootstrap_servers=bootstrap)
 
 

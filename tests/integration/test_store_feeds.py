@@ -29,7 +29,7 @@ from gridstream.stores.cassandra import CassandraConfig, CassandraReader, mappin
 from tests.integration.support.spark_checks import check_cassandra, check_delta, check_sql
 from tests.integration.support.spark_workload import ORDER, PERSON, Workload, produce
 
-OPS = 700
+OPS = 500
 
 
 def _config(name: str, topics: list[str], tmp: Path, sink: dict[str, Any],
