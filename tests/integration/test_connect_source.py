@@ -135,7 +135,7 @@ def test_the_data_source_is_registered_once_per_session(spark: Any,
 
 # A restart resumes from each grid's own position: the Space's here, Hazelcast's in the slow
 # suite with its kill runs (here a Hazelcast source restarts from its checkpoint's position
-# in the STOP_TASK test, and from a lost one in the full-restart test).
+# in the STOP_TASK test; from a lost one in the full-restart test, also in the slow suite).
 @pytest.mark.parametrize("grid", ["space", pytest.param("hazelcast", marks=pytest.mark.slow)],
                          indirect=True)
 def test_backlog_clean_restart_resumes_exactly(grid: Grid, spark: Any, tmp_path: Path,
@@ -314,7 +314,7 @@ def test_full_snapshot_restart_equals_the_grid(grid: Grid, spark: Any, tmp_path:
 
 # A restart resumes from each grid's own position: the Space's here, Hazelcast's in the slow
 # suite with its kill runs (here a Hazelcast source restarts from its checkpoint's position
-# in the STOP_TASK test, and from a lost one in the full-restart test).
+# in the STOP_TASK test; from a lost one in the full-restart test, also in the slow suite).
 @pytest.mark.parametrize("grid", ["space", pytest.param("hazelcast", marks=pytest.mark.slow)],
                          indirect=True)
 def test_none_skips_and_counts_what_changed_while_stopped(grid: Grid, spark: Any,

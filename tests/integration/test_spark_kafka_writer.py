@@ -321,22 +321,33 @@ def test_an_open_transaction_of_another_writer_on_the_marker_partition_is_waited
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
     """Another writer sharing the marker partition holds a transaction open there for
     longer than ``timeout_s`` (a healthy one, about to commit): this writer waits."""
+    timeout_s = 3
     topic = topic_factory(1)
     marker_topic = topic_factory(1, cleanup_policy="compact")
     writer = _writer(kafka_bootstrap, topic, marker_topic=marker_topic, marker_partitions=1,
-                     timeout_s=2)
+                     timeout_s=timeout_s)
     other = Producer({"bootstrap.servers": kafka_bootstrap,
                       "transactional.id": f"other-{uuid.uuid4().hex}"})
     other.init_transactions(30)
     other.begin_transaction()
     other.produce(marker_topic, b"{}", b"other-query/0", partition=0)
     assert other.flush(30) == 0
-    timer = threading.Timer(5, other.commit_transaction, args=(30,))
+    committed: list[float] = []
+
+    def commit() -> None:
+        other.commit_transaction(30)
+        committed.append(time.monotonic())
+
+    timer = threading.Timer(timeout_s + 4, commit)
+    started = time.monotonic()
     timer.start()
     try:
         result = writer(_rows(spark, range(20), partitions=2), 0)
     finally:
+        ended = time.monotonic()
         timer.join()
+    # it waited: it ended after the other transaction's commit, over timeout_s into its call
+    assert committed and started + timeout_s < committed[0] <= ended, (started, committed, ended)
     assert (result.written, result.skipped) == (20, 0)
     assert _values(kafka_bootstrap, topic) == list(range(20))
 
