@@ -19,8 +19,10 @@ from gridstream.spark import class_data
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CONF", "DELTA_CONF", "DELTA_SNAPSHOT_PARTITIONS", "get_spark",
-           "spark_running"]
+__all__ = ["CHECKPOINT_FILE_MANAGER", "DEFAULT_CONF", "DELTA_CONF",
+           "DELTA_SNAPSHOT_PARTITIONS", "get_spark", "spark_running"]
+
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "2g",
@@ -44,6 +46,15 @@ DEFAULT_CONF: dict[str, str] = {
     # tests/integration/test_spark_session.py fails if a Spark upgrade stops honouring it.
     "spark.sql.streaming.disabledV2MicroBatchReaders":
         "org.apache.spark.sql.kafka010.KafkaSourceProvider",
+    # Checkpoint files (each micro-batch's offset and commit log entries, state stores)
+    # through Hadoop's FileSystem API instead of its FileContext API: on a local path the
+    # FileContext rename forks `readlink` and `chmod` processes (no native Hadoop library
+    # here), ~40 ms a file; each batch writes two (docs/benchmarks.md). Both write a
+    # temporary file and rename it; an existing entry is not overwritten (checked before
+    # the rename rather than by it). An internal Spark class: a Spark upgrade that moves
+    # it fails tests/integration/test_spark_session.py.
+    CHECKPOINT_FILE_MANAGER: "org.apache.spark.sql.execution.streaming.checkpointing."
+                             "FileSystemBasedCheckpointFileManager",
 }
 
 

@@ -51,6 +51,39 @@ def test_pipeline_micro_batches_read_kafka_through_the_v1_source(
     assert len(v2) == 2 and set(v2) == {f"KafkaV2[Subscribe[{topic}]]"}
 
 
+def _checkpoint_managers(spark: Any, checkpoint: Path) -> set[str]:
+    """The classes that wrote a streaming query's offset and commit logs."""
+    query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 5).load()
+             .writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    execution = query._jsq.streamingQuery()
+    assert (checkpoint / "commits" / "0").is_file()
+    return {execution.offsetLog().fileManager().getClass().getName(),
+            execution.commitLog().fileManager().getClass().getName()}
+
+
+def test_checkpoints_are_written_through_the_filesystem_api(spark: Any,
+                                                           tmp_path: Path) -> None:
+    """``get_spark``'s queries write their checkpoints through Hadoop's FileSystem API
+    (``DEFAULT_CONF``: the FileContext API forks two processes a file on a local path,
+    ~80 ms a micro-batch), and Spark still reads that key: set back to its own default,
+    the next query writes through FileContext."""
+    from gridstream.spark.session import CHECKPOINT_FILE_MANAGER, DEFAULT_CONF
+
+    chosen = spark.conf.get(CHECKPOINT_FILE_MANAGER)
+    assert chosen == DEFAULT_CONF[CHECKPOINT_FILE_MANAGER]
+    assert chosen.endswith(".FileSystemBasedCheckpointFileManager")
+    assert _checkpoint_managers(spark, tmp_path / "ours") == {chosen}
+    spark.conf.unset(CHECKPOINT_FILE_MANAGER)
+    try:
+        assert _checkpoint_managers(spark, tmp_path / "spark's") == {
+            chosen.replace(".FileSystemBased", ".FileContextBased")}
+    finally:
+        spark.conf.set(CHECKPOINT_FILE_MANAGER, chosen)
+
+
 def test_delta_snapshots_are_as_wide_as_the_sessions_shuffles(spark: Any,
                                                               tmp_path: Path) -> None:
     """``get_spark`` sets Delta's snapshot width to the session's shuffle partitions (not
