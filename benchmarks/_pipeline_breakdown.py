@@ -57,10 +57,14 @@ def _upper_batches(batches: Iterator[Any]) -> Iterator[Any]:
                                          names=["key", "value"])
 
 
-def _bare_python(spark: Any, source: str, target: str, checkpoint: str) -> Any:
-    df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP)
-          .option("subscribe", source).option("startingOffsets", "earliest").load()
-          .select("key", "value"))
+def _bare_python(spark: Any, source: str, target: str, checkpoint: str,
+                 max_offsets: int | None = None) -> Any:
+    """``max_offsets``: Spark's ``maxOffsetsPerTrigger`` (None: Spark's default)."""
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP)
+              .option("subscribe", source).option("startingOffsets", "earliest"))
+    if max_offsets is not None:
+        reader = reader.option("maxOffsetsPerTrigger", max_offsets)
+    df = reader.load().select("key", "value")
     out = df.mapInArrow(_upper_batches, "key binary, value binary")
     return (out.writeStream.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP)
             .option("topic", target).option("checkpointLocation", checkpoint)
@@ -98,7 +102,7 @@ def main() -> int:
         "gridstream-eo": lambda t, ck: _gridstream("gridstream-eo", source, t,
                                                    "available_now", ck),
         "gridstream-alo-unbounded": lambda t, ck: _gridstream(
-            "gridstream-alo", source, t, "available_now", ck, bounded=False),
+            "gridstream-alo", source, t, "available_now", ck, bound=None),
     }
 
     cpu: dict[str, list[dict[str, float]]] = {side: [] for side in sides}

@@ -25,6 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
+
 BOOTSTRAP = "127.0.0.1:9092"
 
 
@@ -56,18 +58,16 @@ def _native(spark: Any, source: str, target: str, trigger: str, checkpoint: str,
 
 
 def _gridstream(side: str, source: str, target: str, trigger: str, checkpoint: str,
-                bounded: bool = True) -> Any:
-    """``bounded``: the Kafka source's default ``max_offsets_per_trigger`` (else None:
-    every available record in one batch, as Spark's own default)."""
+                bound: int | None = MAX_OFFSETS_PER_TRIGGER) -> Any:
+    """``bound``: the Kafka source's ``max_offsets_per_trigger`` (by default the
+    pipeline's; None: every available record in one batch, as Spark's own default)."""
     from gridstream.pipeline import Guarantee, KafkaSinks, KafkaSources, Pipeline
-    from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 
     props = {"bootstrap.servers": BOOTSTRAP, "key.deserializer": "StringDeserializer",
              "value.deserializer": "StringDeserializer", "auto.offset.reset": "earliest"}
     out_props = {"bootstrap.servers": BOOTSTRAP, "key.serializer": "StringSerializer",
                  "value.serializer": "StringSerializer"}
     p = Pipeline.create(name=f"bench-{Path(checkpoint).name}")
-    bound = MAX_OFFSETS_PER_TRIGGER if bounded else None
     (p.read_from(KafkaSources.kafka(props, source, max_offsets_per_trigger=bound))
       .map(upper_entry)
       .write_to(KafkaSinks.kafka(out_props, target)))

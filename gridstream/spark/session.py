@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["CHECKPOINT_FILE_MANAGER", "DEFAULT_CONF", "DELTA_CONF",
-           "DELTA_SNAPSHOT_PARTITIONS", "get_spark", "spark_running"]
+           "DELTA_SNAPSHOT_PARTITIONS", "SPARK_CHECKPOINT_FILE_MANAGER", "get_spark",
+           "spark_running"]
 
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
@@ -50,12 +51,18 @@ DEFAULT_CONF: dict[str, str] = {
     # through Hadoop's FileSystem API instead of its FileContext API: on a local path the
     # FileContext rename forks `readlink` and `chmod` processes (no native Hadoop library
     # here), ~40 ms a file; each batch writes two (docs/benchmarks.md). Both write a
-    # temporary file and rename it; an existing entry is not overwritten (checked before
-    # the rename rather than by it). An internal Spark class: a Spark upgrade that moves
-    # it fails tests/integration/test_spark_session.py.
+    # temporary file and rename it into place. An existing entry is not overwritten: on
+    # a local path both check and then rename (Hadoop's local rename is not atomic with
+    # FileContext either); on HDFS both refuse it in the rename. Session-wide; the time
+    # saved is on local paths. An internal Spark class: a Spark upgrade that moves it
+    # fails tests/integration/test_spark_session.py.
     CHECKPOINT_FILE_MANAGER: "org.apache.spark.sql.execution.streaming.checkpointing."
                              "FileSystemBasedCheckpointFileManager",
 }
+
+SPARK_CHECKPOINT_FILE_MANAGER = ("org.apache.spark.sql.execution.streaming.checkpointing."
+                                 "FileContextBasedCheckpointFileManager")
+"""Spark's own default for ``CHECKPOINT_FILE_MANAGER`` (give it in ``conf`` to keep it)."""
 
 
 DELTA_CONF: dict[str, str] = {

@@ -56,7 +56,10 @@ def _checkpoint_managers(spark: Any, checkpoint: Path) -> set[str]:
     query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 5).load()
              .writeStream.format("noop").option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
-    assert query.awaitTermination(120)
+    try:
+        assert query.awaitTermination(120)
+    finally:
+        query.stop()  # a query still running would outlive the test in the shared session
     assert query.exception() is None
     execution = query._jsq.streamingQuery()
     assert (checkpoint / "commits" / "0").is_file()
@@ -70,7 +73,11 @@ def test_checkpoints_are_written_through_the_filesystem_api(spark: Any,
     (``DEFAULT_CONF``: the FileContext API forks two processes a file on a local path,
     ~80 ms a micro-batch), and Spark still reads that key: set back to its own default,
     the next query writes through FileContext."""
-    from gridstream.spark.session import CHECKPOINT_FILE_MANAGER, DEFAULT_CONF
+    from gridstream.spark.session import (
+        CHECKPOINT_FILE_MANAGER,
+        DEFAULT_CONF,
+        SPARK_CHECKPOINT_FILE_MANAGER,
+    )
 
     chosen = spark.conf.get(CHECKPOINT_FILE_MANAGER)
     assert chosen == DEFAULT_CONF[CHECKPOINT_FILE_MANAGER]
@@ -79,7 +86,7 @@ def test_checkpoints_are_written_through_the_filesystem_api(spark: Any,
     spark.conf.unset(CHECKPOINT_FILE_MANAGER)
     try:
         assert _checkpoint_managers(spark, tmp_path / "spark's") == {
-            chosen.replace(".FileSystemBased", ".FileContextBased")}
+            SPARK_CHECKPOINT_FILE_MANAGER}
     finally:
         spark.conf.set(CHECKPOINT_FILE_MANAGER, chosen)
 
