@@ -49,8 +49,8 @@ DEFAULT_CONF: dict[str, str] = {
         "org.apache.spark.sql.kafka010.KafkaSourceProvider",
     # Checkpoint files (each micro-batch's offset and commit log entries, state stores)
     # through Hadoop's FileSystem API instead of its FileContext API: on a local path the
-    # FileContext rename forks `readlink` and `chmod` processes (no native Hadoop library
-    # here), ~40 ms a file; each batch writes two (docs/benchmarks.md). Both write a
+    # FileContext API forks `readlink` (its rename) and `chmod` processes (no native Hadoop
+    # library here), ~40 ms a file; each batch writes two (docs/benchmarks.md). Both write a
     # temporary file and rename it into place. An existing entry is not overwritten: on
     # a local path both check and then rename (Hadoop's local rename is not atomic with
     # FileContext either); on HDFS both refuse it in the rename. Session-wide; the time
