@@ -49,18 +49,16 @@ _KEPT = 100
 ``spark.sql.streaming.numRecentProgressUpdates``): a run has at most this many."""
 
 
-def _phases(query: Any) -> dict[str, float]:
-    """The medians of each phase over the batches with records, the first left out (a
-    phase only over the batches that report it)."""
-    batches = [json.loads(p.json) for p in query.recentProgress if p.numInputRows > 0][1:]
-    names = sorted({k for b in batches for k in b["durationMs"]})
-    return {k: statistics.median(b["durationMs"][k] for b in batches if k in b["durationMs"])
-            for k in names}
-
-
 def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each key's median over the runs that have it."""
     names = sorted({k for run in runs for k in run})
     return {k: statistics.median(run[k] for run in runs if k in run) for k in names}
+
+
+def _phases(query: Any) -> dict[str, float]:
+    """The medians of each phase over the batches with records, the first left out."""
+    batches = [json.loads(p.json) for p in query.recentProgress if p.numInputRows > 0][1:]
+    return _medians([b["durationMs"] for b in batches])
 
 
 def main() -> int:
