@@ -26,10 +26,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from gridstream.errors import ConfigError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+
+    ColumnEncode = Callable[[Sequence[list[Any]]], tuple[list[pa.Array], dict[int, Exception]]]
+    """A batch's columns of values → their encoded Arrow arrays, and what each row that
+    did not encode raised (its arrays' values are null)."""
 
 __all__ = ["HIDDEN", "Flow", "Guarantee", "ItemShape", "RunContext", "Sink", "Source", "visible"]
 
@@ -131,6 +136,17 @@ class Source(ABC):
     def flow(self, spark: SparkSession, context: RunContext) -> Flow:
         """The streaming DataFrame with the hidden columns ``_gs_ts`` and ``_gs_where``."""
 
+    def column_encoder(self) -> tuple[Callable[[Any], Sequence[Any]], ColumnEncode] | None:
+        """``encode`` in two halves, when the sink has them: an item → its values in the
+        order of ``columns`` (not yet encoded), and the encode of a batch's columns of
+        such values at once (``serde.ArrowEncode``); None: ``row_encoder`` or
+        ``encode`` encodes each item."""
+        return None
+
+    reads_where: bool = True
+    """Whether the sink reads ``_gs_where`` of the rows its Python pass gives (a store's
+    change-log position); the dead-letter policy keeps it in any case."""
+
     def check(self, guarantee: Guarantee) -> None:
         """``ConfigError`` for properties that would break ``guarantee`` (the run's,
         lowered by the sink), before anything starts."""
@@ -169,6 +185,17 @@ class Sink(ABC):
         """``encode`` giving the values in the order of ``columns`` (no dict per item),
         when the sink has one; None: the pass's tail takes them from ``encode``'s dict."""
         return None
+
+    def column_encoder(self) -> tuple[Callable[[Any], Sequence[Any]], ColumnEncode] | None:
+        """``encode`` in two halves, when the sink has them: an item → its values in the
+        order of ``columns`` (not yet encoded), and the encode of a batch's columns of
+        such values at once (``serde.ArrowEncode``); None: ``row_encoder`` or
+        ``encode`` encodes each item."""
+        return None
+
+    reads_where: bool = True
+    """Whether the sink reads ``_gs_where`` of the rows its Python pass gives (a store's
+    change-log position); the dead-letter policy keeps it in any case."""
 
     def check(self, guarantee: Guarantee) -> None:
         """``ConfigError`` for properties that would break ``guarantee`` (the one this

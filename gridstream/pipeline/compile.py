@@ -151,29 +151,41 @@ def _item_pass(flow: Flow, items: list[ItemStep], sink: Sink | None,
                context: RunContext, flawless: bool = False) -> Flow:
     """One fused pass; its output is the sink's columns (``sink``) or the rows of the
     last schema among the steps (a structured flow). Hidden columns that are null by
-    construction do not cross into Python: the error columns of a ``flawless`` input
-    (no row in error yet), and for the sink's pass the event time (nothing after it
-    reads it) and the raw bytes unless dead letters need them; they are null literals
-    again after the pass."""
+    construction or unread do not cross into Python: the error columns of a
+    ``flawless`` input (no row in error yet), and for the sink's pass the event time
+    (nothing after it reads it) and the raw bytes unless dead letters need them. Nor
+    does the sink's pass give back what nothing after it reads: the error columns under
+    ``errors="fail"`` (the pass raises for an error row), the origin for a sink that
+    does not read it (except for dead letters). They are null literals again after the
+    pass."""
+    encode = None
     if sink is not None:
         columns = _struct(sink.columns())
-        # a sink that gives its columns' values in order spares a dict per item
-        tail: Any = sink.row_encoder() or _Encoded(sink.encode, tuple(columns.fieldNames()))
+        halves = sink.column_encoder()
+        if halves is not None:  # the sink encodes a batch's columns at once
+            tail, encode = halves
+        else:  # a sink that gives its columns' values in order spares a dict per item
+            tail = sink.row_encoder() or _Encoded(sink.encode, tuple(columns.fieldNames()))
         tail_stage = "encode"
     else:
         columns, tail_stage = _items_schema(flow, items)
         tail = to_row(tuple(columns.fieldNames()))
-    unread: set[str] = set()
+    skipped: set[str] = set()  # neither in the pass's input nor in its output
+    unread: set[str] = set()  # not in its output
     if sink is not None:
-        unread.add("_gs_ts")
+        skipped.add("_gs_ts")
         if context.errors != "dead_letter":
-            unread.update(("_gs_raw_key", "_gs_raw_value"))
-    absent = unread | ({"_gs_error", "_gs_stage"} if flawless else set())
-    schema = _with_hidden_struct(columns, without=unread)
+            skipped.update(("_gs_raw_key", "_gs_raw_value"))
+            if not sink.reads_where:
+                unread.add("_gs_where")  # read in the pass, for its error rows
+        if context.errors == "fail":
+            unread.update(("_gs_error", "_gs_stage"))
+    absent = skipped | ({"_gs_error", "_gs_stage"} if flawless else set())
+    schema = _with_hidden_struct(columns, without=skipped | unread)
     fused = ItemPass(pipeline=context.name, errors=context.errors, shape=flow.item,
                      decode=flow.decode, head=flow.head,
                      steps=[(s.kind, s.fn, s.label) for s in items],
-                     tail=tail, tail_stage=tail_stage, schema=_arrow(schema))
+                     tail=tail, tail_stage=tail_stage, schema=_arrow(schema), encode=encode)
     df = flow.df.drop(*absent).mapInArrow(fused, schema)
     return Flow(with_hidden(df), "row" if sink is None else flow.item, None, flow.notes)
 

@@ -200,6 +200,8 @@ class _ItemDecode:
 class KafkaSink(Sink):
     """Spark's Kafka sink (``NONE``, ``AT_LEAST_ONCE``) or the exactly-once writer."""
 
+    reads_where = False  # only a dead letter's headers do
+
     def __init__(self, props: Mapping[str, Any], topic: str, *,
                  key_fn: Callable[[Any], Any] | None = None,
                  value_fn: Callable[[Any], Any] | None = None,
@@ -245,15 +247,26 @@ class KafkaSink(Sink):
         # a subclass that changes ``encode`` keeps it as the pass's tail
         return self.encode_row if type(self).encode is KafkaSink.encode else None
 
+    def column_encoder(self) -> tuple[Callable[[Any], Sequence[Any]], serde.ArrowEncode] | None:
+        # by columns when both sides have a vectorized form (and ``encode`` is this one's)
+        if (type(self).encode is not KafkaSink.encode
+                or not (self.key_ser.vectorized and self.value_ser.vectorized)):
+            return None
+        return self.split, serde.ArrowEncode(self.topic, self.key_ser, self.value_ser)
+
+    def split(self, item: Any) -> Sequence[Any]:
+        """An item's key and value, before their serializers: ``key_fn`` / ``value_fn``
+        when given, else a ``(key, value)`` tuple's parts, else no key and the item."""
+        if self.key_fn is not None or self.value_fn is not None:
+            return (self.key_fn(item) if self.key_fn is not None else None,
+                    self.value_fn(item) if self.value_fn is not None else item)
+        if isinstance(item, tuple) and len(item) == 2:
+            return item
+        return None, item
+
     def encode_row(self, item: Any) -> list[Any]:
         """The key's and the value's bytes, in the order of ``columns``."""
-        if self.key_fn is not None or self.value_fn is not None:
-            key = self.key_fn(item) if self.key_fn is not None else None
-            value = self.value_fn(item) if self.value_fn is not None else item
-        elif isinstance(item, tuple) and len(item) == 2:
-            key, value = item
-        else:
-            key, value = None, item
+        key, value = self.split(item)
         return [self.key_ser.python(self.topic, key), self.value_ser.python(self.topic, value)]
 
     def jvm_encode(self, flow: Flow) -> DataFrame | None:

@@ -4,6 +4,7 @@ guarantee, map_batch, the error policies, real-time mode's refusals, a TOML run.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -198,6 +199,44 @@ def test_strings_decoded_by_the_first_pass_send_bytes_that_are_not_utf8_to_dead_
     assert letters == {
         b"b": (b"\xff\xfe", b"value.deserializer", b"value is not valid UTF-8 (String)"),
         b"\xc3": (b"y", b"key.deserializer", b"key is not valid UTF-8 (String)")}
+
+
+def _pass_output(plan: str) -> list[str]:
+    """The columns the Python pass gives back, from ``explain``'s physical plan."""
+    line = next(x for x in plan.splitlines() if "MapInArrow" in x)
+    found = re.search(r"\[([^\]]*)\], (?:true|false)", line)
+    assert found is not None, line
+    return [name.split("#")[0].strip() for name in found.group(1).split(",")]
+
+
+@pytest.mark.parametrize("errors", ["fail", "dead_letter"])
+def test_the_sinks_pass_gives_back_only_the_columns_read_after_it(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], errors: str) -> None:
+    """Under ``errors="fail"`` the Kafka sink's pass raises for every error row, and the
+    sink reads no origin: it gives back the key and value alone (the hidden columns are
+    null literals after it, not carried through Arrow); dead letters need the error,
+    the stage, the origin and the raw bytes, which it then gives back."""
+    source, sink, dead = topic_factory(1), topic_factory(1), topic_factory(1)
+    produce(kafka_bootstrap, source, [(b"a", b"1"), (b"b", b"2")])
+    p = _number_pipeline(kafka_bootstrap, source, sink, f"lean-{errors.replace('_', '-')}")
+    job = p.job(trigger="available_now", guarantee=Guarantee.AT_LEAST_ONCE,
+                checkpoint=str(tmp_path / "ck"), errors=errors,
+                **({"dead_letter_topic": dead} if errors == "dead_letter" else {}))
+    try:
+        query = job.start(spark)
+        query.awaitTermination(300)
+        capsys.readouterr()
+        query.explain()
+        plan = capsys.readouterr().out
+    finally:
+        job.close()
+    assert job.failure is None
+    assert sorted(read(kafka_bootstrap, sink)) == [(b"a", b"2", {}), (b"b", b"4", {})]
+    expected = ["key", "value"] if errors == "fail" else [
+        "key", "value", "_gs_where", "_gs_error", "_gs_stage", "_gs_raw_key",
+        "_gs_raw_value"]
+    assert _pass_output(plan) == expected, plan
 
 
 def _double(batch: Any) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from gridstream.pipeline.serde._base import Deserializer, Serializer
 from gridstream.pipeline.serde._columns import (
     ArrowDecode,
+    ArrowEncode,
     Decoded,
     DecodeError,
     PythonDecode,
@@ -19,5 +20,6 @@ from gridstream.pipeline.serde._columns import (
 )
 from gridstream.pipeline.serde._names import deserializer, known_names, serializer
 
-__all__ = ["ArrowDecode", "DecodeError", "Decoded", "Deserializer", "PythonDecode", "Serializer",
-           "decode_columns", "deserializer", "known_names", "serializer"]
+__all__ = ["ArrowDecode", "ArrowEncode", "DecodeError", "Decoded", "Deserializer",
+           "PythonDecode", "Serializer", "decode_columns", "deserializer", "known_names",
+           "serializer"]

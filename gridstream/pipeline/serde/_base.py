@@ -105,6 +105,17 @@ class Serializer(_Side, ABC):
         the error policy; None when every value of ``jvm_type`` encodes."""
         return None
 
+    vectorized: bool = False
+    """Whether ``arrow`` encodes a whole column at once (then the Kafka sink's Python
+    pass encodes this side by the batch's column, with no Python call per value)."""
+
+    def arrow(self, values: list[Any]) -> pa.Array:
+        """Encode a batch's values at once to a binary column (``vectorized`` formats,
+        which do not depend on the topic); ``CodecError`` when a value cannot be encoded
+        (the pass then encodes that column value by value with ``python``, naming the
+        rows)."""
+        raise NotImplementedError(f"{self.name} has no vectorized encode")
+
     @abstractmethod
     def python(self, topic: str, value: Any) -> bytes | None:
         """Encode one value (``CodecError`` for a value this serializer cannot write)."""

@@ -12,8 +12,9 @@ JVM forms (exact, including negatives): String (CAST plus a UTF-8 check), ByteAr
 Long / Integer / Short (``conv`` of the hex digits), Void. Double and Float have no exact
 Spark SQL form (no bit reinterpretation): Python decodes them, as it does JSON.
 Vectorized forms (``arrow``: a whole Arrow column at once, used when a Python pass follows
-the source, which then decodes them itself instead of the JVM): String (Arrow's cast,
-which checks UTF-8), ByteArray.
+the source, which then decodes them itself instead of the JVM, and when the Kafka sink's
+Python pass encodes): String (Arrow's cast, which checks UTF-8; encoding, Arrow's
+conversion of ``str`` values), ByteArray.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ __all__ = ["BytesDeserializer", "BytesSerializer", "DoubleDeserializer", "Double
            "IntegerSerializer", "JsonDeserializer", "JsonSerializer", "LongDeserializer",
            "LongSerializer", "ShortDeserializer", "ShortSerializer", "StringDeserializer",
            "StringSerializer", "VoidDeserializer", "VoidSerializer"]
+
+
+_TEXT = frozenset({str, type(None)})
+_BYTES = frozenset({bytes, type(None)})
 
 
 # --------------------------------------------------------------------------- String
@@ -72,6 +77,17 @@ class StringDeserializer(Deserializer):
 class StringSerializer(Serializer):
     name = "String"
     jvm_type = "string"
+    vectorized = True
+
+    def arrow(self, values: list[Any]) -> pa.Array:
+        import pyarrow as pa
+
+        if not set(map(type, values)) <= _TEXT:  # Arrow would take bytes as text
+            raise CodecError(f"{self.side}: String writes a str")
+        try:
+            return pa.array(values, pa.string()).cast(pa.binary())
+        except (pa.ArrowException, UnicodeError) as exc:  # a lone surrogate
+            raise CodecError(f"{self.side}: not encodable as UTF-8 (String)") from exc
 
     def jvm(self, col: Column, topic: str | None = None) -> Column:
         return col.cast("binary")
@@ -106,6 +122,14 @@ class BytesDeserializer(Deserializer):
 class BytesSerializer(Serializer):
     name = "ByteArray"
     jvm_type = "binary"
+    vectorized = True
+
+    def arrow(self, values: list[Any]) -> pa.Array:
+        import pyarrow as pa
+
+        if not set(map(type, values)) <= _BYTES:  # bytearray, memoryview: by value
+            raise CodecError(f"{self.side}: ByteArray writes bytes")
+        return pa.array(values, pa.binary())
 
     def jvm(self, col: Column, topic: str | None = None) -> Column:
         return col

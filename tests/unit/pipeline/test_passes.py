@@ -380,3 +380,74 @@ def test_a_pass_without_the_hidden_columns_that_are_null_by_construction() -> No
     fused.target = type(fused.target)(with_raw, tuple(with_raw.names))
     with pytest.raises(KeyError, match="_gs_raw_key"):  # a compiler bug, never nulls
         fused.batch(lean)
+
+
+def _kafka_sink(key: str = "String", value: str = "String") -> Any:
+    from gridstream.pipeline import KafkaSinks
+
+    return KafkaSinks.kafka({"bootstrap.servers": "127.0.0.1:9092", "key.serializer": key,
+                             "value.serializer": value}, "out")
+
+
+@pytest.mark.parametrize("errors", ["log", "dead_letter"])
+@pytest.mark.parametrize(("serializers", "values"), [
+    (("String", "String"), ["a", None, 7, b"bytes", "\ud800", "é", "z"]),
+    (("ByteArray", "ByteArray"), [b"a", None, bytearray(b"ba"), "text", 7, b"\xff"]),
+    (("ByteArray", "String"), [b"a", "a", None, b"b"]),
+])
+def test_a_kafka_sinks_columns_encoded_at_once_give_what_row_by_row_encoding_gives(
+        errors: str, serializers: tuple[str, str], values: list[Any]) -> None:
+    """String and ByteArray encode a batch's columns at once (``column_encoder``): the
+    same bytes, and the same error rows (reason, stage) for a value they cannot write
+    (a number, bytes as text, text as bytes, a lone surrogate), as the sink's encode of
+    each item. The items: ``(key, value)`` tuples (even rows), a value alone (odd)."""
+    sink = _kafka_sink(*serializers)
+    halves = sink.column_encoder()
+    assert halves is not None
+    split, encode = halves
+    key = "k" if serializers[0] == "String" else b"k"
+    n = len(values)
+    batch = pa.RecordBatch.from_pydict({
+        "key": pa.array([b"k"] * n), "value": pa.array(list(range(n)), pa.int64()),
+        "_gs_where": [f"t[0]@{i}" for i in range(n)]})
+    schema = pa.schema([f for f in OUT if f.name not in ("_gs_ts", "_gs_raw_key",
+                                                          "_gs_raw_value")])
+
+    def item(kv: tuple[Any, int]) -> Any:
+        return (key, values[kv[1]]) if kv[1] % 2 == 0 else values[kv[1]]
+
+    def run(tail: Any, encoder: Any) -> pa.RecordBatch:
+        return ItemPass(pipeline="p", errors=errors, shape="entry", decode=None,
+                        steps=[("map", item, "map#1")], tail=tail, tail_stage="encode",
+                        encode=encoder, schema=schema).batch(batch)
+
+    at_once, by_row = run(split, encode), run(sink.encode_row, None)
+    assert at_once.equals(by_row), (at_once.to_pydict(), by_row.to_pydict())
+    assert 0 < at_once.column("_gs_error").null_count < n  # rows that fail, and not
+    with pytest.raises(RecordError) as failed:
+        ItemPass(pipeline="p", errors="fail", shape="value", decode=None, steps=[],
+                 tail=split, tail_stage="encode", encode=encode,
+                 schema=pa.schema([("key", pa.binary()), ("value", pa.binary())])).batch(
+            pa.RecordBatch.from_pydict({"value": pa.array([None, 5]),
+                                        "_gs_where": ["t[0]@8", "t[0]@9"]}))
+    assert failed.value.where == "t[0]@9" and failed.value.stage == "encode"
+
+
+def test_only_strings_and_bytes_have_a_column_encoder() -> None:
+    """A serializer without a vectorized form (Json, Long), a ``key_fn`` or a sink that
+    changes ``encode`` encodes item by item."""
+    from gridstream.pipeline import KafkaSinks
+    from gridstream.pipeline.kafka import KafkaSink
+
+    assert _kafka_sink("Json", "String").column_encoder() is None
+    assert _kafka_sink("String", "Long").column_encoder() is None
+    props = {"bootstrap.servers": "127.0.0.1:9092", "key.serializer": "String",
+             "value.serializer": "String"}
+    keyed = KafkaSinks.kafka(props, "out", key_fn=str)
+    assert keyed.column_encoder() is None or keyed.split(5) == ("5", 5)
+
+    class Tagged(KafkaSink):
+        def encode(self, item: Any) -> dict[str, Any]:
+            return {"key": b"tag", "value": super().encode(item)["value"]}
+
+    assert Tagged(props, "out").column_encoder() is None
