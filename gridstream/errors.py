@@ -14,6 +14,7 @@ __all__ = [
     "EntryNotFoundError",
     "GridError",
     "GridstreamError",
+    "INFRASTRUCTURE",
     "InvalidEntryError",
     "KafkaClientError",
     "LogCorruptedError",
@@ -173,3 +174,9 @@ class RecordError(ConnectorError):
         self.where = where
         self.stage = stage
         self.reason = message
+
+
+INFRASTRUCTURE = (RegistryError, GridError, KafkaClientError)
+"""Failures of a service a record's processing called, not of the record: a pipeline's
+Python pass stops the query on them (the checkpoint does not move past the batch)
+instead of turning the record into an error row."""

@@ -128,7 +128,7 @@ def misfits(values: list[Any], kind: pa.DataType) -> dict[int, str]:
     if check is None:
         return {}
     if not pa.types.is_nested(kind):
-        kinds = set(map(type, values)) - {type(None)}  # in C: no Python call per value
+        kinds = set(map(type, values)) - {type(None)}  # no Python call per value
         if all(check(next(v for v in values if type(v) is k)) is None for k in kinds):
             return {}
     bad: dict[int, str] = {}

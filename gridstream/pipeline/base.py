@@ -136,17 +136,6 @@ class Source(ABC):
     def flow(self, spark: SparkSession, context: RunContext) -> Flow:
         """The streaming DataFrame with the hidden columns ``_gs_ts`` and ``_gs_where``."""
 
-    def column_encoder(self) -> tuple[Callable[[Any], Sequence[Any]], ColumnEncode] | None:
-        """``encode`` in two halves, when the sink has them: an item → its values in the
-        order of ``columns`` (not yet encoded), and the encode of a batch's columns of
-        such values at once (``serde.ArrowEncode``); None: ``row_encoder`` or
-        ``encode`` encodes each item."""
-        return None
-
-    reads_where: bool = True
-    """Whether the sink reads ``_gs_where`` of the rows its Python pass gives (a store's
-    change-log position); the dead-letter policy keeps it in any case."""
-
     def check(self, guarantee: Guarantee) -> None:
         """``ConfigError`` for properties that would break ``guarantee`` (the run's,
         lowered by the sink), before anything starts."""
@@ -190,12 +179,14 @@ class Sink(ABC):
         """``encode`` in two halves, when the sink has them: an item → its values in the
         order of ``columns`` (not yet encoded), and the encode of a batch's columns of
         such values at once (``serde.ArrowEncode``); None: ``row_encoder`` or
-        ``encode`` encodes each item."""
+        ``encode`` encodes each item. The compiler uses them for a chain of maps and
+        filters (one output row per input row at most)."""
         return None
 
     reads_where: bool = True
     """Whether the sink reads ``_gs_where`` of the rows its Python pass gives (a store's
-    change-log position); the dead-letter policy keeps it in any case."""
+    change-log position; a subclass whose ``start`` reads it must say so); the
+    dead-letter policy keeps it in any case."""
 
     def check(self, guarantee: Guarantee) -> None:
         """``ConfigError`` for properties that would break ``guarantee`` (the one this

@@ -161,8 +161,11 @@ def _item_pass(flow: Flow, items: list[ItemStep], sink: Sink | None,
     encode = None
     if sink is not None:
         columns = _struct(sink.columns())
-        halves = sink.column_encoder()
-        if halves is not None:  # the sink encodes a batch's columns at once
+        # the sink encodes a batch's columns at once (a chain of maps and filters: an
+        # input row's outputs of a flat_map fail or pass together, encoded one by one)
+        halves = sink.column_encoder() if all(
+            s.kind in ("map", "filter") for s in items) else None
+        if halves is not None:
             tail, encode = halves
         else:  # a sink that gives its columns' values in order spares a dict per item
             tail = sink.row_encoder() or _Encoded(sink.encode, tuple(columns.fieldNames()))

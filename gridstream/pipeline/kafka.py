@@ -248,8 +248,11 @@ class KafkaSink(Sink):
         return self.encode_row if type(self).encode is KafkaSink.encode else None
 
     def column_encoder(self) -> tuple[Callable[[Any], Sequence[Any]], serde.ArrowEncode] | None:
-        # by columns when both sides have a vectorized form (and ``encode`` is this one's)
-        if (type(self).encode is not KafkaSink.encode
+        # by columns when both sides have a vectorized form, and a subclass changes none
+        # of the encodes (its own is then the pass's tail)
+        kind = type(self)
+        if (kind.encode is not KafkaSink.encode or kind.encode_row is not KafkaSink.encode_row
+                or kind.row_encoder is not KafkaSink.row_encoder
                 or not (self.key_ser.vectorized and self.value_ser.vectorized)):
             return None
         return self.split, serde.ArrowEncode(self.topic, self.key_ser, self.value_ser)

@@ -2,7 +2,9 @@
 
 ``ItemPass`` is the fused pass: for each row of an Arrow batch, the source's decode (or
 the item shape), every per-item step, then the tail (the sink's ``encode``, or the
-conversion of items to the rows of a structured flow). ``BatchPass`` runs a
+conversion of items to the rows of a structured flow); a sink with a column encoder
+(``Sink.column_encoder``) has its tail split each item into values that are encoded a
+batch's column at a time. ``BatchPass`` runs a
 ``map_batch`` function on the error-free rows of a batch. Both copy the hidden columns
 (``_gs_ts``, ``_gs_where``, the raw bytes) from each output row's input row, and turn a
 row whose decode, step or encode raises into an error row (``_gs_error``, ``_gs_stage``
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from gridstream.errors import CodecError, GridError, KafkaClientError, RecordError, RegistryError
+from gridstream.errors import INFRASTRUCTURE, CodecError, RecordError
 from gridstream.pipeline._fit import misfit, misfits
 from gridstream.pipeline.api import KafkaRecord
 from gridstream.pipeline.base import HIDDEN, ItemShape
@@ -40,11 +42,6 @@ _COPIED = ("_gs_ts", "_gs_where", "_gs_raw_key", "_gs_raw_value")
 
 Head = Callable[["pa.RecordBatch"], tuple[dict[str, list[Any]], dict[int, tuple[str, str]]]]
 """A pass's batch decode (``serde.ArrowDecode``): decoded columns, failed rows."""
-
-INFRASTRUCTURE = (RegistryError, GridError, KafkaClientError)
-"""Failures of a service, not of the record: they stop the query (the checkpoint does
-not move past the batch) instead of becoming error rows."""
-
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
@@ -165,13 +162,18 @@ class _Policy:
     def __init__(self, pipeline: str, errors: str) -> None:
         self.pipeline, self.errors = pipeline, errors
 
-    def error(self, out: _Builder, source: int, where: str, stage: str, reason: str,
-              cause: BaseException | None) -> None:
+    def judge(self, where: str, stage: str, reason: str, cause: BaseException | None) -> None:
+        """A row in error: ``RecordError`` under ``fail``, a warning under ``log``."""
         if self.errors == "fail":
             raise RecordError(reason, where=where, stage=stage) from cause
         if self.errors == "log":
             log.warning("pipeline %s: %s: %s: %s (row skipped)", self.pipeline, where, stage,
                         reason)
+
+    def error(self, out: _Builder, source: int, where: str, stage: str, reason: str,
+              cause: BaseException | None) -> None:
+        """Input row ``source`` in error: judged, then an error row of the output."""
+        self.judge(where, stage, reason, cause)
         out.add_error(source, reason, stage)
 
 
@@ -213,7 +215,9 @@ def _finish(batch: pa.RecordBatch, out: _Builder, target: _Out, policy: _Policy,
             for row, exc in sorted(unencoded.items()):
                 if row not in out.failed:
                     _unfit(out, values, row, _reason(exc), stage, exc, policy, where)
-            arrays, _ = encode(values)  # the failed rows' values are null now
+            arrays, unencoded = encode(values)  # the failed rows' values are null now
+            if unencoded:
+                raise ValueError(f"{encode!r} failed on a null row {min(unencoded)}")
     else:
         if any(misfits(v, f.type) for v, f in zip(values, visible, strict=True)):
             _mark_unfit(out, values, visible, policy, stage, where)  # Arrow would convert
@@ -266,11 +270,7 @@ def _unfit(out: _Builder, values: list[list[Any]], row: int, reason: str, stage:
            cause: BaseException | None, policy: _Policy, where: _Where) -> None:
     """Output row ``row``, whose values could not be converted or encoded, becomes an
     error row (its values null) by the policy, or ``RecordError``."""
-    if policy.errors == "fail":
-        raise RecordError(reason, where=str(where[out.source[row]]), stage=stage) from cause
-    if policy.errors == "log":
-        log.warning("pipeline %s: %s: %s: %s (row skipped)", policy.pipeline,
-                    where[out.source[row]], stage, reason)
+    policy.judge(where[out.source[row]], stage, reason, cause)
     for c in values:
         c[row] = None
     out.failed[row] = (reason, stage)
@@ -314,6 +314,9 @@ class ItemPass(_Pass):
         self.one_to_one = all(kind in ("map", "filter") for kind, _, _ in self.steps)
         """Every step gives at most one item for one: the rows run without a list of
         items per step (``_one_to_one``)."""
+        if encode is not None and not self.one_to_one:
+            # an input row's outputs fail or pass together: the tail encodes each one
+            raise ValueError("a column encode needs a chain of maps and filters")
 
     def _batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         names = [n for n in batch.schema.names if n not in HIDDEN]
@@ -336,7 +339,13 @@ class ItemPass(_Pass):
         width = len([n for n in self.target.names if n not in HIDDEN])
         out, policy, steps, tail = _Builder(width), self.policy, self.steps, self.tail
         if self.one_to_one:
-            self._one_to_one(batch.num_rows, read, in_errors, in_stages, where, out)
+            try:
+                self._one_to_one(batch.num_rows, read, in_errors, in_stages, where, out)
+            except RecordError:
+                if self.encode is not None:  # an earlier row that does not encode first
+                    _finish(batch, out, self.target, policy, self.tail_stage, where,
+                            self.encode)
+                raise
             return _finish(batch, out, self.target, policy, self.tail_stage, where,
                            self.encode)
         for i in range(batch.num_rows):

@@ -12,12 +12,12 @@ from __future__ import annotations
 from gridstream.pipeline.serde._base import Deserializer, Serializer
 from gridstream.pipeline.serde._columns import (
     ArrowDecode,
-    ArrowEncode,
     Decoded,
     DecodeError,
     PythonDecode,
     decode_columns,
 )
+from gridstream.pipeline.serde._encode import ArrowEncode
 from gridstream.pipeline.serde._names import deserializer, known_names, serializer
 
 __all__ = ["ArrowDecode", "ArrowEncode", "DecodeError", "Decoded", "Deserializer",

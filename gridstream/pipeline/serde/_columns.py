@@ -1,6 +1,5 @@
 """Decode a Kafka DataFrame's ``key`` and ``value``: in the JVM where a deserializer has
-an exact form, the rest by a Python step fused into the pipeline's Python pass (and
-``ArrowEncode``, the Kafka sink's encode by columns in its pass).
+an exact form, the rest by a Python step fused into the pipeline's Python pass.
 
 A row that does not decode keeps flowing with ``_gs_error`` (the reason) and
 ``_gs_stage`` (``key.deserializer`` / ``value.deserializer``) set and its input bytes in
@@ -14,13 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import CodecError
-from gridstream.pipeline.serde._base import Deserializer, Serializer
+from gridstream.pipeline.serde._base import Deserializer
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["ArrowDecode", "ArrowEncode", "DecodeError", "Decoded", "PythonDecode", "decode_columns"]
+__all__ = ["ArrowDecode", "DecodeError", "Decoded", "PythonDecode", "decode_columns"]
 
 
 class DecodeError(CodecError):
@@ -96,44 +95,6 @@ class ArrowDecode:
                     failed.setdefault(row, (str(exc), f"{name}.deserializer"))
             columns[name] = values
         return columns, failed
-
-
-class ArrowEncode:
-    """The tail of the Kafka sink's Python pass: a batch's keys and values (Python
-    values, the items' parts) encoded at once (``Serializer.arrow``) to the binary
-    ``key`` and ``value`` columns. A column with a value that does not encode is encoded
-    value by value (``python``): such a row's bytes are None and what it raised is
-    returned by row (the key's before the value's). Picklable."""
-
-    def __init__(self, topic: str, key: Serializer, value: Serializer) -> None:
-        if not (key.vectorized and value.vectorized):
-            raise ValueError("ArrowEncode needs two vectorized serializers")
-        self.topic, self.key, self.value = topic, key, value
-
-    def __repr__(self) -> str:
-        return f"ArrowEncode(key={self.key!r}, value={self.value!r})"
-
-    def __call__(self, columns: Sequence[list[Any]]
-                 ) -> tuple[list[pa.Array], dict[int, Exception]]:
-        import pyarrow as pa
-
-        arrays: list[pa.Array] = []
-        failed: dict[int, Exception] = {}
-        for values, ser in zip(columns, (self.key, self.value), strict=True):
-            try:
-                arrays.append(ser.arrow(values))
-                continue
-            except CodecError:
-                pass
-            encoded: list[bytes | None] = []
-            for row, value in enumerate(values):
-                try:
-                    encoded.append(ser.python(self.topic, value))
-                except Exception as exc:  # noqa: BLE001 - the row's, as in the pass's loop
-                    encoded.append(None)
-                    failed.setdefault(row, exc)
-            arrays.append(pa.array(encoded, pa.binary()))
-        return arrays, failed
 
 
 @dataclass(frozen=True)

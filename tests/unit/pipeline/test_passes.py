@@ -390,13 +390,15 @@ def _kafka_sink(key: str = "String", value: str = "String") -> Any:
 
 
 @pytest.mark.parametrize("errors", ["log", "dead_letter"])
-@pytest.mark.parametrize(("serializers", "values"), [
-    (("String", "String"), ["a", None, 7, b"bytes", "\ud800", "é", "z"]),
-    (("ByteArray", "ByteArray"), [b"a", None, bytearray(b"ba"), "text", 7, b"\xff"]),
-    (("ByteArray", "String"), [b"a", "a", None, b"b"]),
+@pytest.mark.parametrize(("serializers", "values", "failing"), [
+    (("String", "String"), ["a", None, 7, b"bytes", "\ud800", "é", "z"], 3),
+    (("String", "String"), ["a", None, "\ud800", "é"], 1),  # Arrow's conversion refuses
+    (("String", "String"), ["a", None, "é", "z"], 0),  # every row at once
+    (("ByteArray", "ByteArray"), [b"a", None, bytearray(b"ba"), "text", 7, b"\xff"], 2),
+    (("ByteArray", "String"), [b"a", "a", None, b"b"], 2),
 ])
 def test_a_kafka_sinks_columns_encoded_at_once_give_what_row_by_row_encoding_gives(
-        errors: str, serializers: tuple[str, str], values: list[Any]) -> None:
+        errors: str, serializers: tuple[str, str], values: list[Any], failing: int) -> None:
     """String and ByteArray encode a batch's columns at once (``column_encoder``): the
     same bytes, and the same error rows (reason, stage) for a value they cannot write
     (a number, bytes as text, text as bytes, a lone surrogate), as the sink's encode of
@@ -423,7 +425,7 @@ def test_a_kafka_sinks_columns_encoded_at_once_give_what_row_by_row_encoding_giv
 
     at_once, by_row = run(split, encode), run(sink.encode_row, None)
     assert at_once.equals(by_row), (at_once.to_pydict(), by_row.to_pydict())
-    assert 0 < at_once.column("_gs_error").null_count < n  # rows that fail, and not
+    assert at_once.column("_gs_error").null_count == n - failing
     with pytest.raises(RecordError) as failed:
         ItemPass(pipeline="p", errors="fail", shape="value", decode=None, steps=[],
                  tail=split, tail_stage="encode", encode=encode,
@@ -434,20 +436,79 @@ def test_a_kafka_sinks_columns_encoded_at_once_give_what_row_by_row_encoding_giv
 
 
 def test_only_strings_and_bytes_have_a_column_encoder() -> None:
-    """A serializer without a vectorized form (Json, Long), a ``key_fn`` or a sink that
-    changes ``encode`` encodes item by item."""
+    """String and ByteArray sides encode by columns (with ``key_fn`` / ``value_fn``
+    picking the values); a serializer without a vectorized form (Json, Long), or a sink
+    subclass that changes any of its encodes, encodes item by item."""
     from gridstream.pipeline import KafkaSinks
     from gridstream.pipeline.kafka import KafkaSink
 
+    assert _kafka_sink().column_encoder() is not None
+    assert _kafka_sink("ByteArray", "String").column_encoder() is not None
     assert _kafka_sink("Json", "String").column_encoder() is None
     assert _kafka_sink("String", "Long").column_encoder() is None
     props = {"bootstrap.servers": "127.0.0.1:9092", "key.serializer": "String",
              "value.serializer": "String"}
-    keyed = KafkaSinks.kafka(props, "out", key_fn=str)
-    assert keyed.column_encoder() is None or keyed.split(5) == ("5", 5)
+    keyed = KafkaSinks.kafka(props, "out", key_fn=str, value_fn=lambda i: f"v{i}")
+    halves = keyed.column_encoder()
+    assert halves is not None and halves[0](5) == ("5", "v5")
 
     class Tagged(KafkaSink):
         def encode(self, item: Any) -> dict[str, Any]:
             return {"key": b"tag", "value": super().encode(item)["value"]}
 
-    assert Tagged(props, "out").column_encoder() is None
+    class Rows(KafkaSink):
+        def encode_row(self, item: Any) -> list[Any]:
+            return [b"tag", *super().encode_row(item)[1:]]
+
+    class Encoder(KafkaSink):
+        def row_encoder(self) -> Any:
+            return lambda item: [b"tag", b"v"]
+
+    for kind in (Tagged, Rows, Encoder):
+        assert kind(props, "out").column_encoder() is None, kind
+
+
+def test_under_fail_an_earlier_row_that_does_not_encode_is_the_one_named() -> None:
+    """The column encode runs after the rows' steps: a later row whose step raises
+    under ``errors="fail"`` does not hide an earlier row that cannot be encoded (the
+    first row in error is named, as when each row was encoded after its steps); a
+    flat_map chain is refused a column encode (its rows' outputs fail together)."""
+    split, encode = _kafka_sink().column_encoder() or (None, None)
+
+    def step(kv: Any) -> Any:
+        if kv[1] == "boom":
+            raise ValueError("boom")
+        return (kv[0], 7) if kv[1] == "seven" else kv
+
+    fused = ItemPass(pipeline="p", errors="fail", shape="entry", decode=None,
+                     steps=[("map", step, "map#1")], tail=split, tail_stage="encode",
+                     encode=encode, schema=pa.schema([("key", pa.binary()),
+                                                      ("value", pa.binary())]))
+    with pytest.raises(RecordError) as failed:
+        fused.batch(_batch(["a", "seven", "boom"]))
+    assert (failed.value.where, failed.value.stage) == ("t[0]@1", "encode")
+    assert "String writes a str, not a int" in str(failed.value)
+    with pytest.raises(RecordError) as failed:
+        fused.batch(_batch(["a", "boom", "seven"]))
+    assert (failed.value.where, failed.value.stage) == ("t[0]@1", "map#1")
+    with pytest.raises(ValueError, match="chain of maps and filters"):
+        ItemPass(pipeline="p", errors="fail", shape="entry", decode=None,
+                 steps=[("flat_map", lambda kv: [kv], "flat_map#1")], tail=split,
+                 tail_stage="encode", encode=encode, schema=OUT)
+
+
+def test_a_row_whose_key_and_value_do_not_encode_is_blamed_on_its_key() -> None:
+    """``ArrowEncode`` names what each row raised, the key's before the value's (as the
+    key is encoded first row by row); the other rows' bytes are kept."""
+    from gridstream.pipeline.serde import ArrowEncode
+
+    sink = _kafka_sink()
+    encode = ArrowEncode("out", sink.key_ser, sink.value_ser)
+    arrays, failed = encode([["k", 1, "k", None], ["v", 2, b"b", "\ud800"]])
+    assert [a.to_pylist() for a in arrays] == [[b"k", None, b"k", None],
+                                               [b"v", None, None, None]]
+    assert {row: str(exc) for row, exc in failed.items()} == {
+        1: "key: String writes a str, not a int",
+        2: "value: String writes a str, not a bytes",
+        3: "'utf-8' codec can't encode character '\\ud800' in position 0: surrogates "
+           "not allowed"}
