@@ -2,7 +2,9 @@
 (uppercase the string value, key unchanged) from one Kafka topic to another.
 
 Sides: ``native`` (Spark's own Kafka source and sink, the map in SQL, no Python),
-``gridstream-alo`` / ``gridstream-eo`` (the pipeline API, AT_LEAST_ONCE / EXACTLY_ONCE).
+``native-bounded`` (the same in batches of the pipeline's bound, ``maxOffsetsPerTrigger``
+= ``MAX_OFFSETS_PER_TRIGGER``), ``gridstream-alo`` / ``gridstream-eo`` (the pipeline API,
+AT_LEAST_ONCE / EXACTLY_ONCE).
 
 Usage: python benchmarks/_pipeline_side.py SIDE SOURCE TARGET TRIGGER
   TRIGGER ``available_now``: read the topic to its end, stop, print one JSON line
@@ -93,6 +95,10 @@ def _summary(query: Any) -> dict[str, Any]:
         end = _epoch(last["timestamp"]) + last["durationMs"]["triggerExecution"] / 1000
         summary["drain_s"] = end - _epoch(first["timestamp"])
         summary["duration_ms"] = last["durationMs"]  # the last batch's, by phase
+        # the first batch holds the start of the Python workers and the JIT's warm-up:
+        # the batches after it are the steady state (when there are any)
+        summary["first_batch_s"] = first["durationMs"]["triggerExecution"] / 1000
+        summary["first_batch_rows"] = first["numInputRows"]
     return summary
 
 
@@ -118,8 +124,9 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="gs-bench-ck-") as checkpoint:
         began = time.perf_counter()
         job = None
-        if side == "native":
-            query = _native(spark, source, target, trigger, checkpoint)
+        if side in ("native", "native-bounded"):
+            query = _native(spark, source, target, trigger, checkpoint,
+                            MAX_OFFSETS_PER_TRIGGER if side == "native-bounded" else None)
         else:
             job = _gridstream(side, source, target, trigger, checkpoint)
             query = job.start(spark)

@@ -19,7 +19,7 @@ from gridstream.stack.service import LocalService
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow  # ~7 minutes (five fresh Spark / Quix processes, then a
+pytestmark = pytest.mark.slow  # ~7 minutes (six fresh Spark / Quix processes, then a
 # 70-second latency run): with the fault suites, outside the default suite
 
 
@@ -38,8 +38,8 @@ def test_the_kafka_map_pipeline_benchmark_runs_every_side(
         kafka_service: LocalService) -> None:
     result = _run("bench_pipeline_kafka.py", "--records", "3000", "--repeat", "1")
     sides = result["sides"]
-    assert set(sides) == {"native", "gridstream-alo", "gridstream-eo", "quix-alo",
-                          "quix-eo"}
+    assert set(sides) == {"native", "native-bounded", "gridstream-alo", "gridstream-eo",
+                          "quix-alo", "quix-eo"}
     for side, figures in sides.items():
         assert figures["records_per_s_drain"] > 0, side
     assert sides["gridstream-eo"]["duplicates"] == [0]
