@@ -157,6 +157,19 @@ def test_a_decode_error_goes_to_the_dead_letter_topic(
     assert letters[0][2]["gs.error.offset"] == b"1"
 
 
+def _explained(job: Any, spark: Any, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """Run ``job`` to its end: its ``describe()`` and its query's physical plan."""
+    try:
+        query = job.start(spark)
+        query.awaitTermination(300)
+        described = job.describe()
+        capsys.readouterr()
+        query.explain()
+        return described, capsys.readouterr().out
+    finally:
+        job.close()
+
+
 @pytest.mark.parametrize("projection", ["entry", "value"])
 def test_strings_decoded_by_the_first_pass_send_bytes_that_are_not_utf8_to_dead_letters(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
@@ -178,15 +191,7 @@ def test_strings_decoded_by_the_first_pass_send_bytes_that_are_not_utf8_to_dead_
       .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
     job = p.job(trigger="available_now", guarantee=Guarantee.AT_LEAST_ONCE,
                 checkpoint=str(tmp_path / "ck"), errors="dead_letter", dead_letter_topic=dead)
-    try:
-        query = job.start(spark)
-        query.awaitTermination(300)
-        described = job.describe()
-        capsys.readouterr()
-        query.explain()
-        plan = capsys.readouterr().out
-    finally:
-        job.close()
+    described, plan = _explained(job, spark, capsys)
     assert job.failure is None
     assert "value: String in the Python pass (Arrow)" in described
     assert "python pass 1: decode, map#1, encode" in described
@@ -224,14 +229,7 @@ def test_the_sinks_pass_gives_back_only_the_columns_read_after_it(
     job = p.job(trigger="available_now", guarantee=Guarantee.AT_LEAST_ONCE,
                 checkpoint=str(tmp_path / "ck"), errors=errors,
                 **({"dead_letter_topic": dead} if errors == "dead_letter" else {}))
-    try:
-        query = job.start(spark)
-        query.awaitTermination(300)
-        capsys.readouterr()
-        query.explain()
-        plan = capsys.readouterr().out
-    finally:
-        job.close()
+    _, plan = _explained(job, spark, capsys)
     assert job.failure is None
     assert sorted(read(kafka_bootstrap, sink)) == [(b"a", b"2", {}), (b"b", b"4", {})]
     expected = {"fail": ["key", "value"],

@@ -44,8 +44,8 @@ def test_a_worker_module_imports_no_store_driver(module: str) -> None:
 
 def test_a_kafka_pipelines_pass_imports_no_other_source_or_sink() -> None:
     """A Python worker unpickling a Kafka → Kafka pipeline's pass imports the pass and the
-    Kafka sink, not the grids' or the stores' sources and sinks (0.9 s more of a worker's
-    start, on each worker, when ``gridstream.pipeline`` imported them all)."""
+    Kafka sink, not the grids' or the stores' sources and sinks (a third of a second more
+    of each worker's start when ``gridstream.pipeline`` imported them all)."""
     code = ("import json, sys, gridstream.pipeline.passes, gridstream.pipeline.kafka; "
             "print(json.dumps([m for m in sys.modules if m.startswith(("
             "'gridstream.pipeline.', 'gridstream.space', 'gridstream.stores', "
