@@ -130,11 +130,11 @@ def figures(runs: dict[str, list[dict[str, Any]]], records: int) -> dict[str, An
         }
         if all(r.get("first_batch_s") is not None for r in done):
             sides[side]["first_batch_s"] = [round(r["first_batch_s"], 2) for r in done]
-        if all(_steady(r) for r in done):
+        if all(_steady(r) is not None for r in done):
             for r in done:
                 r["steady_s"] = _steady(r)
-            sides[side]["records_per_s_steady"] = round(
-                (records - done[0]["first_batch_rows"]) / _median(done, "steady_s"))
+            sides[side]["records_per_s_steady"] = round(statistics.median(
+                (records - r["first_batch_rows"]) / r["steady_s"] for r in done))
     ratios: dict[str, Any] = {}
     for key in ("process_s", "drain_s", "steady_s"):
         ratios[key.removesuffix("_s")] = {

@@ -13,6 +13,7 @@ set, visible columns null) — or, under ``errors="fail"``, raise ``RecordError`
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 from abc import ABC, abstractmethod
@@ -341,11 +342,12 @@ class ItemPass(_Pass):
         if self.one_to_one:
             try:
                 self._one_to_one(batch.num_rows, read, in_errors, in_stages, where, out)
-            except RecordError:
+            except RecordError as failed:
                 if self.encode is not None:  # an earlier row that does not encode first
-                    _finish(batch, out, self.target, policy, self.tail_stage, where,
-                            self.encode)
-                raise
+                    with contextlib.suppress(ValueError):  # a tail's bug: the row's stands
+                        _finish(batch, out, self.target, policy, self.tail_stage, where,
+                                self.encode)
+                raise failed
             return _finish(batch, out, self.target, policy, self.tail_stage, where,
                            self.encode)
         for i in range(batch.num_rows):

@@ -491,6 +491,10 @@ def test_under_fail_an_earlier_row_that_does_not_encode_is_the_one_named() -> No
     with pytest.raises(RecordError) as failed:
         fused.batch(_batch(["a", "boom", "seven"]))
     assert (failed.value.where, failed.value.stage) == ("t[0]@1", "map#1")
+    fused.tail = lambda kv: (b"k", b"v", b"extra")  # a tail's bug: the step's error stands
+    with pytest.raises(RecordError) as failed:
+        fused.batch(_batch(["a", "boom"]))
+    assert (failed.value.where, failed.value.stage) == ("t[0]@1", "map#1")
     with pytest.raises(ValueError, match="chain of maps and filters"):
         ItemPass(pipeline="p", errors="fail", shape="entry", decode=None,
                  steps=[("flat_map", lambda kv: [kv], "flat_map#1")], tail=split,
