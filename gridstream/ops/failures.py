@@ -18,14 +18,13 @@ from pathlib import Path
 
 import gridstream.errors as errors
 from gridstream.errors import (
+    INFRASTRUCTURE,
     CodecError,
     ConfigError,
-    GridError,
     GridstreamError,
     KafkaClientError,
     PositionLostError,
     RecordError,
-    RegistryError,
     SpaceError,
     StackError,
     StoreError,
@@ -47,7 +46,7 @@ class NotYet(GridstreamError):
 
 _PERMANENT = (RecordError, ConfigError, CodecError, PositionLostError, SpaceError)
 _ALWAYS_TRANSIENT = (StoreError, StackError, NotYet, ConnectionError, TimeoutError)
-_TRANSIENT_IF_UNREACHABLE = (GridError, KafkaClientError, RegistryError)
+_TRANSIENT_IF_UNREACHABLE = INFRASTRUCTURE
 """Of these only the failures to reach a service are transient: a grid refusing a value
 of the wrong type, a snapshot file gone or an incompatible schema fail the same again."""
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gridstream.errors import ConfigError
 from gridstream.pipeline.api import BatchStep, ItemStep, JvmStep, Step
 from gridstream.pipeline.base import HIDDEN, Flow, RunContext, Sink, visible
-from gridstream.pipeline.passes import BatchPass, ItemPass, to_row
+from gridstream.pipeline.passes import BatchPass, ItemPass, one_to_one, to_row
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -163,8 +163,7 @@ def _item_pass(flow: Flow, items: list[ItemStep], sink: Sink | None,
         columns = _struct(sink.columns())
         # the sink encodes a batch's columns at once (a chain of maps and filters: an
         # input row's outputs of a flat_map fail or pass together, encoded one by one)
-        halves = sink.column_encoder() if all(
-            s.kind in ("map", "filter") for s in items) else None
+        halves = sink.column_encoder() if one_to_one(s.kind for s in items) else None
         if halves is not None:
             tail, encode = halves
         else:  # a sink that gives its columns' values in order spares a dict per item

@@ -17,7 +17,7 @@ import contextlib
 import gc
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from gridstream.pipeline.base import ColumnEncode
 
-__all__ = ["BatchPass", "ItemPass", "item_reader", "to_row"]
+__all__ = ["BatchPass", "ItemPass", "item_reader", "one_to_one", "to_row"]
 
 log = logging.getLogger("gridstream.pipeline")
 
@@ -58,6 +58,11 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def one_to_one(kinds: Iterable[str]) -> bool:
+    """Whether steps of these kinds give at most one item for one (maps and filters)."""
+    return all(kind in ("map", "filter") for kind in kinds)
 
 
 def to_row(names: Sequence[str]) -> Callable[[Any], list[Any]]:
@@ -312,7 +317,7 @@ class ItemPass(_Pass):
         """The tail's values encoded by columns (``Sink.column_encoder``), or None (the
         tail gives the row's final values)."""
         self.target = _Out(schema, tuple(schema.names))
-        self.one_to_one = all(kind in ("map", "filter") for kind, _, _ in self.steps)
+        self.one_to_one = one_to_one(kind for kind, _, _ in self.steps)
         """Every step gives at most one item for one: the rows run without a list of
         items per step (``_one_to_one``)."""
         if encode is not None and not self.one_to_one:
