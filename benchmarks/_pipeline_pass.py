@@ -51,20 +51,22 @@ def main() -> int:
     sink = KafkaSinks.kafka({"bootstrap.servers": "127.0.0.1:9092",
                              "key.serializer": "StringSerializer",
                              "value.serializer": "StringSerializer"}, "out")
-    # as the compiler gives it under errors="fail" (the default): the origin in, for
-    # error rows; out, the sink's columns alone (nothing after the pass reads the rest)
+    # as the compiler gives it under errors="fail" (the default): the origin's parts in
+    # (partition and offset: one topic), for error rows; out, the sink's columns alone
+    # (nothing after the pass reads the rest)
     schema = pa.schema([("key", pa.binary()), ("value", pa.binary())])
     tail, encode = _tail(sink)
     fused = ItemPass(pipeline="bench", errors="fail", shape="entry", decode=None,
                      steps=[("map", upper_entry, "map#1")], tail=tail,
                      tail_stage="encode", schema=schema, head=ArrowDecode(
                          StringDeserializer(is_key=True), StringDeserializer(is_key=False)),
-                     **({} if encode is None else {"encode": encode}))
+                     origin_topic="in", **({} if encode is None else {"encode": encode}))
     n = args.rows
     batch = pa.RecordBatch.from_arrays([
         pa.array([f"{i:012d}".encode() for i in range(n)], pa.binary()),
         pa.array([(f"{i:012d}-" + "abcdefghij" * 8).encode() for i in range(n)], pa.binary()),
-        pa.array([f"in[0]@{i}" for i in range(n)])], names=["key", "value", "_gs_where"])
+        pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64())],
+        names=["key", "value", "_gs_origin_partition", "_gs_origin_offset"])
     for _ in range(3):
         fused.batch(batch)
     began = time.process_time()

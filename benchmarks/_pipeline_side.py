@@ -6,7 +6,9 @@ Sides: ``native`` (Spark's own Kafka source and sink, the map in SQL, no Python)
 = ``MAX_OFFSETS_PER_TRIGGER``), ``gridstream-alo`` / ``gridstream-eo`` (the pipeline API,
 AT_LEAST_ONCE / EXACTLY_ONCE).
 
-Usage: python benchmarks/_pipeline_side.py SIDE SOURCE TARGET TRIGGER
+Usage: python benchmarks/_pipeline_side.py SIDE SOURCE TARGET TRIGGER [INTERVAL]
+  INTERVAL: a real-time pipeline's ``checkpoint_interval`` (its batch's length; by
+  default the product's);
   TRIGGER ``available_now``: read the topic to its end, stop, print one JSON line
   (``session_s`` Spark's start, ``query_s`` the query from start to end, its input rows);
   any other (``real_time`` or a processing-time interval such as ``"0 seconds"``): print
@@ -17,6 +19,7 @@ Usage: python benchmarks/_pipeline_side.py SIDE SOURCE TARGET TRIGGER
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import tempfile
 import threading
@@ -60,7 +63,8 @@ def _native(spark: Any, source: str, target: str, trigger: str, checkpoint: str,
 
 
 def _gridstream(side: str, source: str, target: str, trigger: str, checkpoint: str,
-                bound: int | None = MAX_OFFSETS_PER_TRIGGER) -> Any:
+                bound: int | None = MAX_OFFSETS_PER_TRIGGER,
+                checkpoint_interval: str | None = None) -> Any:
     """``bound``: the Kafka source's ``max_offsets_per_trigger`` (by default the
     pipeline's; None: every available record in one batch, as Spark's own default)."""
     from gridstream.pipeline import Guarantee, KafkaSinks, KafkaSources, Pipeline
@@ -76,7 +80,8 @@ def _gridstream(side: str, source: str, target: str, trigger: str, checkpoint: s
     guarantee = Guarantee.EXACTLY_ONCE if side == "gridstream-eo" else Guarantee.AT_LEAST_ONCE
     # real-time mode: the fused Python pass runs only with Spark's allow-list check off
     # (MapInArrowExec is not on Spark 4.2's real-time allow-list)
-    return p.job(guarantee, checkpoint, trigger, real_time_python=trigger == "real_time")
+    return p.job(guarantee, checkpoint, trigger, real_time_python=trigger == "real_time",
+                 checkpoint_interval=checkpoint_interval)
 
 
 def _epoch(timestamp: str) -> float:
@@ -99,11 +104,18 @@ def _summary(query: Any) -> dict[str, Any]:
         # the batches after it are the steady state (when there are any)
         summary["first_batch_s"] = first["durationMs"]["triggerExecution"] / 1000
         summary["first_batch_rows"] = first["numInputRows"]
+        # a batch's turnaround, by phase: the medians over the batches with rows of the
+        # progress kept (the last 100), so that a real-time query's cost per batch shows
+        summary["batch_ms_median"] = {
+            phase: statistics.median(p["durationMs"].get(phase, 0) for p in with_rows)
+            for phase in ("triggerExecution", "addBatch", "queryPlanning", "walCommit",
+                          "commitOffsets")}
     return summary
 
 
 def main(argv: list[str]) -> int:
-    side, source, target, trigger = argv
+    side, source, target, trigger = argv[:4]
+    interval = argv[4] if len(argv) > 4 else None
     started = time.perf_counter()
     from gridstream.spark import get_spark
 
@@ -128,7 +140,8 @@ def main(argv: list[str]) -> int:
             query = _native(spark, source, target, trigger, checkpoint,
                             MAX_OFFSETS_PER_TRIGGER if side == "native-bounded" else None)
         else:
-            job = _gridstream(side, source, target, trigger, checkpoint)
+            job = _gridstream(side, source, target, trigger, checkpoint,
+                              checkpoint_interval=interval)
             query = job.start(spark)
         try:
             if trigger == "available_now":

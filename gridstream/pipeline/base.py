@@ -8,7 +8,10 @@ sink starts the query. Hidden columns (prefix ``_gs_``) travel with every row:
 - ``_gs_ts``    (timestamp) the event time: the Kafka record's timestamp, kept through
   every step (``flat_map`` copies it to each output), used by windows and watermarks;
 - ``_gs_where`` (string) where the row came from (``topic[partition]@offset``), for
-  errors and dead letters;
+  errors and dead letters; a Kafka source's first Python pass, when nothing after it
+  reads the origin, takes its parts instead (``ORIGIN_PARTS``: the record's partition
+  and offset, and its topic unless the source reads one topic, ``Flow.origin_topic``)
+  and writes the text only for a row in error;
 - ``_gs_error``, ``_gs_stage`` (string, nullable) set on a row that could not be
   decoded, mapped or encoded: such rows travel on untouched to the sink, which hands
   them to the error policy (fail, log, or dead-letter with the reason) — never dropped
@@ -36,9 +39,13 @@ if TYPE_CHECKING:
     """A batch's columns of values → their encoded Arrow arrays, and what each row that
     did not encode raised (its arrays' values are null)."""
 
-__all__ = ["HIDDEN", "Flow", "Guarantee", "ItemShape", "RunContext", "Sink", "Source", "visible"]
+__all__ = ["HIDDEN", "ORIGIN_PARTS", "Flow", "Guarantee", "ItemShape", "RunContext", "Sink",
+           "Source", "visible"]
 
 HIDDEN = ("_gs_ts", "_gs_where", "_gs_error", "_gs_stage", "_gs_raw_key", "_gs_raw_value")
+ORIGIN_PARTS = ("_gs_origin_topic", "_gs_origin_partition", "_gs_origin_offset")
+"""``_gs_where``'s parts, as a Kafka source gives them to a first Python pass (module
+docstring): no per-row text built in the JVM and carried into Python."""
 
 ItemShape = Literal["entry", "value", "record", "row"]
 """How a per-item function sees a row: ``entry`` a ``(key, value)`` tuple (Jet's
@@ -113,6 +120,9 @@ class Flow:
     """The same rows for a Python pass that comes first: left to that pass to decode
     (``head``), the JVM's decode spared; the compiler takes it when a per-item step
     follows the source."""
+    origin_topic: str | None = None
+    """The topic of every row, when ``df`` carries the origin's parts (``ORIGIN_PARTS``)
+    without ``_gs_origin_topic`` (a source reading one topic)."""
 
 
 class Source(ABC):
@@ -206,4 +216,4 @@ class Sink(ABC):
 
 def visible(columns: Iterable[str]) -> list[str]:
     """The columns a per-item function sees."""
-    return [c for c in columns if c not in HIDDEN]
+    return [c for c in columns if c not in HIDDEN and c not in ORIGIN_PARTS]

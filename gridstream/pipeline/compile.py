@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import ConfigError
 from gridstream.pipeline.api import BatchStep, ItemStep, JvmStep, Step
-from gridstream.pipeline.base import HIDDEN, Flow, RunContext, Sink, visible
+from gridstream.pipeline.base import HIDDEN, ORIGIN_PARTS, Flow, RunContext, Sink, visible
 from gridstream.pipeline.passes import BatchPass, ItemPass, one_to_one, to_row
 
 if TYPE_CHECKING:
@@ -39,8 +39,9 @@ class Compiled:
 
 
 def with_hidden(df: DataFrame, *, keep_raw: bool = True) -> DataFrame:
-    """``df`` with every hidden column (missing ones null), visible columns first.
-    Without ``keep_raw`` the raw bytes are dropped (nulls: only dead letters need them)."""
+    """``df`` with every hidden column (missing ones null), visible columns first, the
+    origin's parts (``ORIGIN_PARTS``) last when it has them. Without ``keep_raw`` the raw
+    bytes are dropped (nulls: only dead letters need them)."""
     import pyspark.sql.functions as F
 
     present = set(df.columns)
@@ -51,7 +52,8 @@ def with_hidden(df: DataFrame, *, keep_raw: bool = True) -> DataFrame:
             hidden.append(F.col(name))
         else:
             hidden.append(F.lit(None).cast(_HIDDEN_TYPES[name]).alias(name))
-    return df.select(*visible(df.columns), *hidden)
+    return df.select(*visible(df.columns), *hidden,
+                     *(c for c in ORIGIN_PARTS if c in present))
 
 
 def plan(steps: tuple[Step, ...]) -> list[list[Step]]:
@@ -79,7 +81,7 @@ def _with_hidden_struct(columns: StructType, without: set[str] | None = None) ->
     from pyspark.sql.types import StructType
 
     names = set(columns.fieldNames())
-    clash = sorted(names & set(HIDDEN))
+    clash = sorted(names & {*HIDDEN, *ORIGIN_PARTS})
     if clash:
         raise ConfigError(f"column names starting with _gs_ are reserved: {', '.join(clash)}")
     return StructType([*columns.fields, *(f for f in _struct(HIDDEN_DDL).fields
@@ -108,7 +110,7 @@ def compile_chain(flow: Flow, steps: tuple[Step, ...], sink: Sink, context: RunC
     # a source that gives no error column cannot fail a row before the first pass
     flawless = "_gs_error" not in flow.df.columns
     flow = Flow(with_hidden(flow.df, keep_raw=keep_raw), flow.item, flow.decode, flow.notes,
-                flow.head)
+                flow.head, origin_topic=flow.origin_topic)
     where = list(flow.notes)
     passes = 0
     for number, group in enumerate(groups, 1):
@@ -153,7 +155,8 @@ def _item_pass(flow: Flow, items: list[ItemStep], sink: Sink | None,
     last schema among the steps (a structured flow). Hidden columns that are null by
     construction or unread do not cross into Python: the error columns of a
     ``flawless`` input (no row in error yet), and for the sink's pass the event time
-    (nothing after it reads it) and the raw bytes unless dead letters need them. Nor
+    (nothing after it reads it) and the raw bytes unless dead letters need them; the
+    origin's text either, when its parts come instead (``ORIGIN_PARTS``). Nor
     does the sink's pass give back what nothing after it reads: the error columns under
     ``errors="fail"`` (the pass raises for an error row), the origin for a sink that
     does not read it (except for dead letters). They are null literals again after the
@@ -183,11 +186,19 @@ def _item_pass(flow: Flow, items: list[ItemStep], sink: Sink | None,
         if context.errors == "fail":
             unread.update(("_gs_error", "_gs_stage"))
     absent = skipped | ({"_gs_error", "_gs_stage"} if flawless else set())
+    parts = [c for c in ORIGIN_PARTS if c in flow.df.columns]
+    origin_topic = None
+    if parts and "_gs_where" in unread:  # the origin's text only for the rows in error
+        absent.add("_gs_where")
+        origin_topic = flow.origin_topic
+    else:
+        absent.update(parts)
     schema = _with_hidden_struct(columns, without=skipped | unread)
     fused = ItemPass(pipeline=context.name, errors=context.errors, shape=flow.item,
                      decode=flow.decode, head=flow.head,
                      steps=[(s.kind, s.fn, s.label) for s in items],
-                     tail=tail, tail_stage=tail_stage, schema=_arrow(schema), encode=encode)
+                     tail=tail, tail_stage=tail_stage, schema=_arrow(schema), encode=encode,
+                     origin_topic=origin_topic)
     df = flow.df.drop(*absent).mapInArrow(fused, schema)
     return Flow(with_hidden(df), "row" if sink is None else flow.item, None, flow.notes)
 

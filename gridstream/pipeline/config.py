@@ -112,7 +112,7 @@ class ApiPipelineConfig(StrictModel):
     real-time mode (stateless steps, at-least-once). Unset: batches as fast as possible."""
     checkpoint_interval: str | None = None
     """Real-time mode: the length of a batch, how often the checkpoint is written (a
-    duration of at least 100 ms). Unset: 5 seconds, or 100 ms when a Python pass runs."""
+    duration of at least 100 ms). Unset: 5 seconds, or 200 ms when a Python pass runs."""
     real_time_python: bool = False
     """Real-time mode: run the Python steps anyway, in a Spark session built with Spark's
     real-time allow-list check off (``gridstream run`` builds it so); without it a

@@ -10,6 +10,7 @@ checkpoint position starts. Under ``EXACTLY_ONCE`` the sink writes through
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,6 +41,8 @@ _SERDE_PREFIXES = ("key.", "value.", "schema.registry.", "basic.auth.",
                    "unknown.fields")
 """Properties of the (de)serializers, not of the Kafka clients."""
 _SOURCE_OWN = frozenset({"isolation.level", "group.id"})
+_PLAIN_TOPIC = re.compile(r"[A-Za-z0-9._-]+")
+"""A name Kafka allows for a topic (what ``subscribe`` reads as one topic)."""
 
 
 def _split(props: Mapping[str, Any], owner: str, *, sink: bool,
@@ -167,8 +170,17 @@ class KafkaSource(Source):
             # the key too when only the value is seen: a key that is not UTF-8 is still
             # an error row, as in the JVM
             decoded_sides = visible if "key" in visible else ["key", *visible]
-            for_pass = Flow(base.withColumns(raw_bytes).select(*decoded_sides, *(
-                c for c in hidden if c in base.columns or c in raw_bytes)), self.projection,
+            # the origin as parts besides its text: the pass takes the parts when
+            # nothing after it reads the origin (compile._item_pass)
+            # (one topic: a name Spark's `subscribe` does not split at a comma or trim)
+            one_topic = self.topics[0] if self.topics and len(self.topics) == 1 and \
+                _PLAIN_TOPIC.fullmatch(self.topics[0]) else None
+            parts = {"_gs_origin_partition": F.col("partition"),
+                     "_gs_origin_offset": F.col("offset"),
+                     **({} if one_topic else {"_gs_origin_topic": F.col("topic")})}
+            for_pass = Flow(base.withColumns({**raw_bytes, **parts}).select(
+                *decoded_sides, *(c for c in hidden if c in base.columns or c in raw_bytes),
+                *parts), self.projection, origin_topic=one_topic,
                 notes=("jvm: kafka source", *(
                     f"{side}: {de.name} in the Python pass (Arrow)"
                     for side, de in (("key", self.key_de), ("value", self.value_de)))),

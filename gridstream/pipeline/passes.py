@@ -27,6 +27,7 @@ from gridstream.errors import INFRASTRUCTURE, CodecError, RecordError
 from gridstream.pipeline._fit import misfit, misfits
 from gridstream.pipeline.api import KafkaRecord
 from gridstream.pipeline.base import HIDDEN, ItemShape
+from gridstream.pipeline.base import visible as visible_names
 from gridstream.pipeline.serde._columns import DecodeError
 from gridstream.spark import worker
 
@@ -184,13 +185,25 @@ class _Policy:
 
 
 class _Where:
-    """``_gs_where`` of row ``i``, read only for the rows in error."""
+    """``_gs_where`` of row ``i``, read only for the rows in error: the batch's column, or
+    its text made from the origin's parts (``ORIGIN_PARTS``, the topic ``topic`` when the
+    batch has no topic column), as the JVM writes it."""
 
-    def __init__(self, column: pa.Array) -> None:
-        self.column = column
+    def __init__(self, batch: pa.RecordBatch, topic: str | None = None) -> None:
+        names = batch.schema.names
+        self.column = batch.column("_gs_where") if "_gs_where" in names else None
+        self.parts = None if self.column is not None else (
+            batch.column("_gs_origin_topic") if "_gs_origin_topic" in names else None,
+            batch.column("_gs_origin_partition"), batch.column("_gs_origin_offset"))
+        self.topic = topic
 
     def __getitem__(self, index: int) -> str:
-        return str(self.column[index].as_py())
+        if self.parts is None:
+            assert self.column is not None
+            return str(self.column[index].as_py())
+        topics, partitions, offsets = self.parts
+        topic = self.topic if topics is None else topics[index].as_py()
+        return f"{topic}[{partitions[index].as_py()}]@{offsets[index].as_py()}"
 
 
 def _reason(exc: BaseException) -> str:
@@ -307,7 +320,7 @@ class ItemPass(_Pass):
                  steps: Sequence[tuple[str, Callable[[Any], Any], str]],
                  tail: Callable[[Any], Sequence[Any]], tail_stage: str,
                  schema: pa.Schema, head: Head | None = None,
-                 encode: ColumnEncode | None = None) -> None:
+                 encode: ColumnEncode | None = None, origin_topic: str | None = None) -> None:
         self.policy = _Policy(pipeline, errors)
         self.shape, self.decode, self.steps = shape, decode, tuple(steps)
         self.head = head
@@ -317,6 +330,8 @@ class ItemPass(_Pass):
         """The tail's values encoded by columns (``Sink.column_encoder``), or None (the
         tail gives the row's final values)."""
         self.target = _Out(schema, tuple(schema.names))
+        self.origin_topic = origin_topic
+        """The topic of a batch given the origin's parts without a topic column."""
         self.one_to_one = one_to_one(kind for kind, _, _ in self.steps)
         """Every step gives at most one item for one: the rows run without a list of
         items per step (``_one_to_one``)."""
@@ -325,11 +340,11 @@ class ItemPass(_Pass):
             raise ValueError("a column encode needs a chain of maps and filters")
 
     def _batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        names = [n for n in batch.schema.names if n not in HIDDEN]
+        names = visible_names(batch.schema.names)
         decoded, failed = self.head(batch) if self.head is not None else ({}, {})
         columns = {n: decoded[n] if n in decoded else batch.column(n).to_pylist()
                    for n in names}
-        where = _Where(batch.column("_gs_where"))
+        where = _Where(batch, self.origin_topic)
         # the usual case: no error in (a first pass whose source cannot fail sends none)
         given = "_gs_error" in batch.schema.names
         clean = not failed and (not given or batch.column("_gs_error").null_count
@@ -430,7 +445,7 @@ class BatchPass(_Pass):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        where = _Where(batch.column("_gs_where"))
+        where = _Where(batch)
         errors = batch.column("_gs_error")
         good = pc.is_null(errors)
         names = [n for n in batch.schema.names if n not in HIDDEN]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import shutil
 import tempfile
 import time
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["PipelineJob", "PipelineReport", "RunOptions", "run_jobs"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -390,6 +393,9 @@ def _check_allowlist_off(spark: SparkSession, name: str) -> None:
             f"{_ALLOWLIST}=false (Spark 4.2 checks the setting the session was built with, "
             "for every batch): Pipeline.run builds its session so; for your own, "
             "get_spark(conf=REAL_TIME_PYTHON_CONF) from gridstream.pipeline.run")
+    # said once here: Spark's own warning, at every batch, is silenced (log4j2.properties)
+    log.warning("pipeline %r: real-time mode with a Python pass: Spark %s", name,
+                _NOT_LISTED)
 
 
 _NOT_LISTED = ("4.2's real-time mode does not list MapInArrowExec among its operators; "

@@ -95,6 +95,30 @@ def test_a_failing_step_fails_the_query_with_a_record_error(
         assert read(kafka_bootstrap, sink) == []
 
 
+@pytest.mark.parametrize("as_one_string", [False, True])
+def test_a_failing_row_of_a_source_reading_two_topics_is_named_by_its_own_topic(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], as_one_string: bool) -> None:
+    """The pass is given the origin's parts, the topic among them (a source of two
+    topics, also when given as one comma-separated string, which Spark's ``subscribe``
+    splits), and names the row in error as the JVM's text would."""
+    first, second, sink = topic_factory(1), topic_factory(1), topic_factory(1)
+    _with_bad(kafka_bootstrap, first, 5, set())
+    _with_bad(kafka_bootstrap, second, 5, {3})
+    p = Pipeline.create(name="fail-two-topics")
+    topics: str | list[str] = f"{first}, {second}" if as_one_string else [first, second]
+    (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), topics))
+      .map(_numbers)
+      .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+    job = p.job(trigger="available_now", guarantee=Guarantee.AT_LEAST_ONCE,
+                checkpoint=str(tmp_path / "ck"))
+    with contextlib.suppress(Exception):  # the query's failure: job.failure says it
+        _explained(job, spark, capsys)
+    assert job.failure is not None
+    text = str(job.failure)
+    assert "RecordError" in text and f"{second}[0]@3" in text and "map#1" in text, text
+
+
 def test_log_skips_and_counts_the_failing_rows(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
         ) -> None:
@@ -214,6 +238,14 @@ def _pass_output(plan: str) -> list[str]:
     return [name.split("#")[0].strip() for name in found.group(1).split(",")]
 
 
+def _pass_input(plan: str) -> list[str]:
+    """The columns the Python pass is given, from ``explain``'s physical plan."""
+    line = next(x for x in plan.splitlines() if "MapInArrow" in x)
+    found = re.search(r"MapInArrow \w+\(([^)]*)\)", line)
+    assert found is not None, line
+    return [name.split("#")[0].strip() for name in found.group(1).split(",")]
+
+
 @pytest.mark.parametrize("errors", ["fail", "log", "dead_letter"])
 def test_the_sinks_pass_gives_back_only_the_columns_read_after_it(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
@@ -222,7 +254,10 @@ def test_the_sinks_pass_gives_back_only_the_columns_read_after_it(
     sink reads no origin: it gives back the key and value alone (the hidden columns are
     null literals after it, not carried through Arrow); under ``log`` the error rows are
     left out and counted after it (their reason and stage); dead letters need the
-    error, the stage, the origin and the raw bytes, which it then gives back."""
+    error, the stage, the origin and the raw bytes, which it then gives back. The pass
+    reads the origin only for its error rows: it is given the origin's text only for
+    dead letters, and otherwise its parts (partition and offset: the source reads one
+    topic)."""
     source, sink, dead = topic_factory(1), topic_factory(1), topic_factory(1)
     produce(kafka_bootstrap, source, [(b"a", b"1"), (b"b", b"2")])
     p = _number_pipeline(kafka_bootstrap, source, sink, f"lean-{errors.replace('_', '-')}")
@@ -237,6 +272,15 @@ def test_the_sinks_pass_gives_back_only_the_columns_read_after_it(
                 "dead_letter": ["key", "value", "_gs_where", "_gs_error", "_gs_stage",
                                 "_gs_raw_key", "_gs_raw_value"]}[errors]
     assert _pass_output(plan) == expected, plan
+    # the origin's text is built in the JVM only when something after the pass reads it
+    # (dead letters); otherwise the pass takes its parts, the source's one topic left out
+    given = _pass_input(plan)
+    assert given[:2] == ["key", "value"], plan
+    if errors == "dead_letter":
+        assert "_gs_where" in given and not any("origin" in c for c in given), plan
+    else:
+        assert given[-2:] == ["_gs_origin_partition", "_gs_origin_offset"], plan
+        assert "_gs_where" not in given, plan
 
 
 def _double(batch: Any) -> Any:

@@ -160,13 +160,13 @@ def test_real_time_writes_the_checkpoint_at_the_asked_interval() -> None:
 
 def test_real_time_runs_short_batches_by_default_only_with_a_python_pass() -> None:
     """Spark hands a Python pass's output on at the end of a real-time batch: with one,
-    the default batch is 100 ms; without, Spark's 5 s; an interval given wins."""
+    the default batch is 200 ms; without, Spark's 5 s; an interval given wins."""
     from gridstream.pipeline.compile import Compiled
     from gridstream.pipeline.streaming import configure
 
     job = _pipeline().job(Guarantee.AT_LEAST_ONCE, "/tmp/ck", "real_time",
                           real_time_python=True)
-    for passes, expected in ((0, "5000 milliseconds"), (1, "100 milliseconds")):
+    for passes, expected in ((0, "5000 milliseconds"), (1, "200 milliseconds")):
         job._compiled = Compiled(None, True, python_passes=passes)  # type: ignore[arg-type]
         writer = _Writer()
         configure(writer, job.context("/tmp/ck"))  # type: ignore[arg-type]
@@ -328,3 +328,17 @@ def test_a_real_time_start_lowers_sparks_interval_floor_and_restores_it() -> Non
     assert spark.conf.values == {MIN_BATCH_CONF: "5000"}
     with _real_time_conf(spark, False, True):  # type: ignore[arg-type]
         assert spark.conf.values == {MIN_BATCH_CONF: "5000"}
+
+
+def test_a_step_schema_may_not_name_a_hidden_column_or_an_origin_part() -> None:
+    """Names starting with ``_gs_`` are the pipeline's: a step's schema naming one is a
+    ``ConfigError``, the origin's parts (``ORIGIN_PARTS``) among them."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from gridstream.pipeline.base import ORIGIN_PARTS
+    from gridstream.pipeline.compile import _with_hidden_struct
+
+    for name in ("_gs_where", *ORIGIN_PARTS):
+        with pytest.raises(ConfigError, match=f"reserved: {name}"):
+            _with_hidden_struct(StructType([StructField(name, LongType())]))
+

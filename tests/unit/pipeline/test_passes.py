@@ -516,3 +516,57 @@ def test_a_row_whose_key_and_value_do_not_encode_is_blamed_on_its_key() -> None:
         2: "value: String writes a str, not a bytes",
         3: "'utf-8' codec can't encode character '\\ud800' in position 0: surrogates "
            "not allowed"}
+
+
+def _parted(batch: pa.RecordBatch, topics: list[str] | None) -> pa.RecordBatch:
+    """``batch`` with the origin as its parts instead of ``_gs_where`` (as a Kafka
+    source gives a first pass whose origin nothing after it reads)."""
+    n = batch.num_rows
+    columns = {name: batch.column(name) for name in batch.schema.names
+               if name != "_gs_where"}
+    if topics is not None:
+        columns["_gs_origin_topic"] = pa.array(topics, pa.string())
+    columns["_gs_origin_partition"] = pa.array([3] * n, pa.int32())
+    columns["_gs_origin_offset"] = pa.array([40 + i for i in range(n)], pa.int64())
+    return pa.RecordBatch.from_pydict(columns)
+
+
+def test_the_origin_from_its_parts_names_a_failing_row_as_its_text_does(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The origin's parts are no visible column (the map sees the key and value as
+    before) and make the text the JVM would have made, with the source's one topic or
+    the row's own, under ``fail`` and under ``log``."""
+    def step(kv: Any) -> Any:
+        assert isinstance(kv, tuple) and len(kv) == 2, kv
+        return (kv[0], int(kv[1]))
+
+    for errors in ("fail", "log"):
+        # under fail the sink's pass gives back no error columns (compile._item_pass)
+        schema = pa.schema([("key", pa.binary()), ("value", pa.binary()), *(
+            [] if errors == "fail" else [("_gs_error", pa.string()),
+                                         ("_gs_stage", pa.string())])])
+        fused = ItemPass(pipeline="p", errors=errors, shape="entry", decode=None,
+                         steps=[("map", step, "map#1")], tail=_encode, tail_stage="encode",
+                         schema=schema, origin_topic="orders")
+        caplog.clear()
+        if errors == "fail":
+            with pytest.raises(RecordError) as failed:
+                fused.batch(_parted(_batch(["1", "x"]), None))
+            assert (failed.value.where, failed.value.stage) == ("orders[3]@41", "map#1")
+            fused.origin_topic = None
+            with pytest.raises(RecordError) as failed:
+                fused.batch(_parted(_batch(["1", "2", "x"]), ["a", "b", "c-1"]))
+            assert failed.value.where == "c-1[3]@42"
+        else:
+            out = fused.batch(_parted(_batch(["1", "x"]), None))
+            assert out.column("value").to_pylist() == [b"1", None]
+            assert out.column("_gs_stage").to_pylist() == [None, "map#1"]
+            assert "pipeline p: orders[3]@41: map#1: ValueError" in caplog.text
+    # a row sees its visible columns alone: the parts are none of them
+    rows = ItemPass(pipeline="p", errors="fail", shape="row", decode=None,
+                    steps=[("map", lambda row: (row["key"], ",".join(row)), "map#1")],
+                    tail=_encode, tail_stage="encode", schema=pa.schema(
+                        [("key", pa.binary()), ("value", pa.binary())]), origin_topic="t")
+    seen = rows.batch(_parted(_batch(["1"]), ["t"]).select(
+        ["key", "value", "_gs_origin_topic", "_gs_origin_partition", "_gs_origin_offset"]))
+    assert seen.column("value").to_pylist() == [b"key,value"]
