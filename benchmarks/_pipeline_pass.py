@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._pipeline_side import upper_entry
+from benchmarks._pipeline_map import upper_entry
 
 
 def _tail(sink: Any) -> tuple[Any, Any]:

@@ -30,14 +30,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._pipeline_map import upper_entry
 from gridstream.spark.kafka_source import MAX_OFFSETS_PER_TRIGGER
 
 BOOTSTRAP = "127.0.0.1:9092"
-
-
-def upper_entry(kv: tuple[Any, Any]) -> tuple[Any, Any]:
-    """The map of the gridstream sides."""
-    return kv[0], kv[1].upper()
 
 
 def _native(spark: Any, source: str, target: str, trigger: str, checkpoint: str,

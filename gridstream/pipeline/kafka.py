@@ -222,6 +222,7 @@ class KafkaSink(Sink):
             raise ConfigError("KafkaSinks.kafka: give a topic")
         self.bootstrap, client, serde_props = _split(props, "KafkaSinks.kafka", sink=True)
         self.topic, self.key_fn, self.value_fn = topic, key_fn, value_fn
+        self._split = serde.KeySplit(key_fn, value_fn)
         self.cap = (Guarantee.EXACTLY_ONCE if guarantee is None
                     else Guarantee.parse(guarantee))
         self.client = KafkaProperties(client)
@@ -256,8 +257,14 @@ class KafkaSink(Sink):
         return {"key": key, "value": value}
 
     def row_encoder(self) -> Callable[[Any], list[Any]] | None:
-        # a subclass that changes ``encode`` keeps it as the pass's tail
-        return self.encode_row if type(self).encode is KafkaSink.encode else None
+        # a subclass that changes ``encode`` keeps it as the pass's tail; one that changes
+        # ``encode_row`` or ``split``, its own (a bound method: the sink is shipped)
+        kind = type(self)
+        if kind.encode is not KafkaSink.encode:
+            return None
+        if kind.encode_row is not KafkaSink.encode_row or kind.split is not KafkaSink.split:
+            return self.encode_row
+        return serde.RowEncode(self._split, self.topic, self.key_ser, self.value_ser)
 
     def column_encoder(self) -> tuple[Callable[[Any], Sequence[Any]], serde.ArrowEncode] | None:
         # by columns when both sides have a vectorized form, and a subclass changes none
@@ -267,17 +274,12 @@ class KafkaSink(Sink):
                 or kind.row_encoder is not KafkaSink.row_encoder
                 or not (self.key_ser.vectorized and self.value_ser.vectorized)):
             return None
-        return self.split, serde.ArrowEncode(self.topic, self.key_ser, self.value_ser)
+        split = self._split if kind.split is KafkaSink.split else self.split
+        return split, serde.ArrowEncode(self.topic, self.key_ser, self.value_ser)
 
     def split(self, item: Any) -> Sequence[Any]:
-        """An item's key and value, before their serializers: ``key_fn`` / ``value_fn``
-        when given, else a ``(key, value)`` tuple's parts, else no key and the item."""
-        if self.key_fn is not None or self.value_fn is not None:
-            return (self.key_fn(item) if self.key_fn is not None else None,
-                    self.value_fn(item) if self.value_fn is not None else item)
-        if isinstance(item, tuple) and len(item) == 2:
-            return item
-        return None, item
+        """An item's key and value, before their serializers (``serde.KeySplit``)."""
+        return self._split(item)
 
     def encode_row(self, item: Any) -> list[Any]:
         """The key's and the value's bytes, in the order of ``columns``."""

@@ -1,8 +1,12 @@
-"""The Kafka sink's encode of a batch's columns at once, in its Python pass."""
+"""The Kafka sink's tail in its Python pass: an item split into its key and value
+(``KeySplit``), then encoded row by row (``RowEncode``) or a batch's columns at once
+(``ArrowEncode``). Small picklable objects: a pass that ends in them ships none of the
+sink (its client settings stay in the driver) and its workers import none of the Kafka
+client modules."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import INFRASTRUCTURE, CodecError
@@ -11,7 +15,36 @@ from gridstream.pipeline.serde._base import Serializer
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ArrowEncode"]
+__all__ = ["ArrowEncode", "KeySplit", "RowEncode"]
+
+
+class KeySplit:
+    """An item's key and value, before their serializers: ``key_fn`` / ``value_fn``
+    when given, else a ``(key, value)`` tuple's parts, else no key and the item."""
+
+    def __init__(self, key_fn: Callable[[Any], Any] | None,
+                 value_fn: Callable[[Any], Any] | None) -> None:
+        self.key_fn, self.value_fn = key_fn, value_fn
+
+    def __call__(self, item: Any) -> Sequence[Any]:
+        if self.key_fn is not None or self.value_fn is not None:
+            return (self.key_fn(item) if self.key_fn is not None else None,
+                    self.value_fn(item) if self.value_fn is not None else item)
+        if isinstance(item, tuple) and len(item) == 2:
+            return item
+        return None, item
+
+
+class RowEncode:
+    """An item's key's and value's bytes (``split``, then each side's serializer)."""
+
+    def __init__(self, split: Callable[[Any], Sequence[Any]], topic: str, key: Serializer,
+                 value: Serializer) -> None:
+        self.split, self.topic, self.key, self.value = split, topic, key, value
+
+    def __call__(self, item: Any) -> list[Any]:
+        key, value = self.split(item)
+        return [self.key.python(self.topic, key), self.value.python(self.topic, value)]
 
 
 class ArrowEncode:

@@ -259,6 +259,53 @@ def test_a_kafka_sink_subclass_that_changes_encode_keeps_it_as_the_tail() -> Non
     assert Tagged(props, "out").row_encoder() is None
 
 
+def test_the_kafka_sinks_tails_ship_none_of_the_sink() -> None:
+    """The pass's tail (split, row encode, column encode) is pickled into every task: it
+    carries the serializers and the item's key and value functions, not the sink (its
+    client settings, a secret among them, stay in the driver; a worker imports none of
+    the Kafka client modules). A subclass that changes ``split`` or ``encode_row`` keeps
+    its own."""
+    from pyspark import cloudpickle
+
+    from gridstream.pipeline import KafkaSinks
+    from gridstream.pipeline.kafka import KafkaSink
+
+    props = {"bootstrap.servers": "127.0.0.1:9092", "key.serializer": "StringSerializer",
+             "value.serializer": "StringSerializer", "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "s3cret-pw"}
+    for sink in (KafkaSinks.kafka(props, "out"),
+                 KafkaSinks.kafka(props, "out", key_fn=str.upper, value_fn=str.lower)):
+        row, halves = sink.row_encoder(), sink.column_encoder()
+        assert row is not None and halves is not None
+        for tail in (row, *halves):
+            shipped = cloudpickle.dumps(tail)
+            assert b"s3cret-pw" not in shipped and b"gridstream.pipeline.kafka" not in shipped
+        row, (split, encode) = (cloudpickle.loads(cloudpickle.dumps(t))
+                                for t in (row, halves))
+        expected = ("KK", "kk") if sink.key_fn else ("Kk", "v")
+        item = "Kk" if sink.key_fn else ("Kk", "v")
+        assert tuple(split(item)) == expected
+        assert row(item) == [expected[0].encode(), expected[1].encode()]
+        arrays, failed = encode([[expected[0]], [expected[1]]])
+        assert [a.to_pylist() for a in arrays] == [[expected[0].encode()],
+                                                   [expected[1].encode()]] and not failed
+
+    class Split(KafkaSink):
+        def split(self, item: Any) -> Any:
+            return ("s", item)
+
+    class Rows(KafkaSink):
+        def encode_row(self, item: Any) -> list[Any]:
+            return [b"tag", *super().encode_row(item)[1:]]
+
+    for kind, expected_row in ((Split, [b"s", b"x"]), (Rows, [b"tag", b"x"])):
+        sink = kind(props, "out")
+        row = sink.row_encoder()
+        assert row is not None and row("x") == expected_row, kind
+    halves = Split(props, "out").column_encoder()
+    assert halves is not None and halves[0]("x") == ("s", "x")
+
+
 @pytest.mark.parametrize("one_to_one", [True, False])
 def test_a_tail_row_of_another_width_is_a_bug_not_an_error_row(one_to_one: bool) -> None:
     """The pass checks the rows' width once per batch (when it turns rows into
