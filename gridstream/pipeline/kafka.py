@@ -222,7 +222,6 @@ class KafkaSink(Sink):
             raise ConfigError("KafkaSinks.kafka: give a topic")
         self.bootstrap, client, serde_props = _split(props, "KafkaSinks.kafka", sink=True)
         self.topic, self.key_fn, self.value_fn = topic, key_fn, value_fn
-        self._split = serde.KeySplit(key_fn, value_fn)
         self.cap = (Guarantee.EXACTLY_ONCE if guarantee is None
                     else Guarantee.parse(guarantee))
         self.client = KafkaProperties(client)
@@ -264,7 +263,7 @@ class KafkaSink(Sink):
             return None
         if kind.encode_row is not KafkaSink.encode_row or kind.split is not KafkaSink.split:
             return self.encode_row
-        return serde.RowEncode(self._split, self.topic, self.key_ser, self.value_ser)
+        return serde.RowEncode(self._split(), self.topic, self.key_ser, self.value_ser)
 
     def column_encoder(self) -> tuple[Callable[[Any], Sequence[Any]], serde.ArrowEncode] | None:
         # by columns when both sides have a vectorized form, and a subclass changes none
@@ -274,17 +273,20 @@ class KafkaSink(Sink):
                 or kind.row_encoder is not KafkaSink.row_encoder
                 or not (self.key_ser.vectorized and self.value_ser.vectorized)):
             return None
-        split = self._split if kind.split is KafkaSink.split else self.split
+        split = self._split() if kind.split is KafkaSink.split else self.split
         return split, serde.ArrowEncode(self.topic, self.key_ser, self.value_ser)
+
+    def _split(self) -> serde.KeySplit:
+        """The split as the pass's tail: its functions, not the sink."""
+        return serde.KeySplit(self.key_fn, self.value_fn)
 
     def split(self, item: Any) -> Sequence[Any]:
         """An item's key and value, before their serializers (``serde.KeySplit``)."""
-        return self._split(item)
+        return self._split()(item)
 
     def encode_row(self, item: Any) -> list[Any]:
         """The key's and the value's bytes, in the order of ``columns``."""
-        key, value = self.split(item)
-        return [self.key_ser.python(self.topic, key), self.value_ser.python(self.topic, value)]
+        return serde.encode_pair(self.split(item), self.topic, self.key_ser, self.value_ser)
 
     def jvm_encode(self, flow: Flow) -> DataFrame | None:
         """The flow's columns serialized in the JVM, or None (Python must encode)."""

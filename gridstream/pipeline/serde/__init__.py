@@ -17,9 +17,9 @@ from gridstream.pipeline.serde._columns import (
     PythonDecode,
     decode_columns,
 )
-from gridstream.pipeline.serde._encode import ArrowEncode, KeySplit, RowEncode
+from gridstream.pipeline.serde._encode import ArrowEncode, KeySplit, RowEncode, encode_pair
 from gridstream.pipeline.serde._names import deserializer, known_names, serializer
 
 __all__ = ["ArrowDecode", "ArrowEncode", "DecodeError", "Decoded", "Deserializer", "KeySplit",
            "PythonDecode", "RowEncode", "Serializer", "decode_columns", "deserializer",
-           "known_names", "serializer"]
+           "encode_pair", "known_names", "serializer"]

@@ -15,7 +15,7 @@ from gridstream.pipeline.serde._base import Serializer
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ArrowEncode", "KeySplit", "RowEncode"]
+__all__ = ["ArrowEncode", "KeySplit", "RowEncode", "encode_pair"]
 
 
 class KeySplit:
@@ -43,8 +43,13 @@ class RowEncode:
         self.split, self.topic, self.key, self.value = split, topic, key, value
 
     def __call__(self, item: Any) -> list[Any]:
-        key, value = self.split(item)
-        return [self.key.python(self.topic, key), self.value.python(self.topic, value)]
+        return encode_pair(self.split(item), self.topic, self.key, self.value)
+
+
+def encode_pair(pair: Sequence[Any], topic: str, key: Serializer, value: Serializer,
+                ) -> list[Any]:
+    """A key's and a value's bytes (each side's serializer, in Python)."""
+    return [key.python(topic, pair[0]), value.python(topic, pair[1])]
 
 
 class ArrowEncode:

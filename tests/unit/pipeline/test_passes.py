@@ -304,6 +304,11 @@ def test_the_kafka_sinks_tails_ship_none_of_the_sink() -> None:
         assert row is not None and row("x") == expected_row, kind
     halves = Split(props, "out").column_encoder()
     assert halves is not None and halves[0]("x") == ("s", "x")
+    later = KafkaSinks.kafka(props, "out")
+    later.key_fn = str.upper  # set after the sink was made: the tails still take it
+    row, halves = later.row_encoder(), later.column_encoder()
+    assert row is not None and halves is not None
+    assert row("ab") == [b"AB", b"ab"] and tuple(halves[0]("ab")) == ("AB", "ab")
 
 
 @pytest.mark.parametrize("one_to_one", [True, False])
