@@ -95,8 +95,12 @@ class StoreSink(Sink):
         self.results: dict[int, SinkResult] = {}
 
     def __getstate__(self) -> dict[str, Any]:
+        # a copy is pickled into the Python pass (its ``encode``): the driver's store
+        # connection and the store's settings (its password, a SQL URL's credentials)
+        # stay on the driver; the copy encodes rows and nothing else
         state = dict(self.__dict__)
-        state["_sink"] = None  # the driver's store connection stays on the driver
+        state["_sink"] = None
+        state["config"] = None
         state["results"] = {}
         return state
 

@@ -82,8 +82,10 @@ def test_bad_options_are_config_errors_and_secrets_stay_hidden() -> None:
     for secret in ("pw-7", "pw-8", "s3cret"):
         assert secret not in sink.describe()
     assert "127.0.0.1:2/r" in sink.describe()
-    shipped = pickle.loads(pickle.dumps(sink))  # to the executors: no driver connection
-    assert shipped._sink is None
+    pickled = pickle.dumps(sink)  # to the executors: no driver connection, no store password
+    assert b"pw-7" not in pickled
+    shipped = pickle.loads(pickled)
+    assert shipped._sink is None and shipped.config is None
     with pytest.raises(CodecError, match="magic byte"):
         shipped.encode(b"\x07")
 
