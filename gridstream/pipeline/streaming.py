@@ -29,12 +29,12 @@ pass runs: Spark's own minimum."""
 PYTHON_CHECKPOINT_INTERVAL = "200 milliseconds"
 """The same with a Python pass: Spark's Python runner hands the pass's output on only
 when its socket stops taking input or the input ends, which in real-time mode is the end
-of the batch: a record waits up to the batch's length (``docs/pipeline-api.md``). Not
-shorter: Spark sets a real-time batch's end when the driver plans it, before its tasks
-are scheduled, so the tasks read only for what is left of it. Measured at 10 000
-records/s on two cores: the tasks' readers started with a median of −4 to 24 ms left of
-a 100 ms batch over a run's first 40 s (100 ms batches fell 13–29 s behind), and with
-115–158 ms left of a 200 ms one (``docs/benchmarks.md``)."""
+of the batch: a record waits up to a batch's cycle, its length and its turnaround
+(``docs/pipeline-api.md``). Not shorter: Spark sets a real-time batch's end when the
+driver plans it, before its tasks are scheduled, so the tasks read only for what is left
+of it. Measured at 10 000 records/s on two cores: the tasks' readers started with a
+median of −4 to 24 ms left of a 100 ms batch over a run's first 40 s (100 ms batches
+fell 13–29 s behind), and with 115–158 ms left of a 200 ms one (``docs/benchmarks.md``)."""
 MIN_CHECKPOINT_INTERVAL_MS = 100
 """Real-time mode writes its checkpoint at most this often."""
 MIN_BATCH_CONF = "spark.sql.streaming.realTimeMode.minBatchDuration"
