@@ -144,17 +144,18 @@ def _series(seen: list[tuple[int, int]], rate: int, q: float = 0.5) -> list[floa
     buckets: dict[int, list[int]] = {}
     for seq, lat in seen:
         buckets.setdefault(seq // (5 * rate), []).append(lat)
-    return [round(sorted(v)[int(q * len(v))] / 1e6, 1) for _, v in sorted(buckets.items())]
+    return [_at(sorted(v), q) for _, v in sorted(buckets.items())]
+
+
+def _at(ordered: list[int], q: float) -> float:
+    """The ``q`` quantile (ms) of sorted latencies (ns)."""
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6, 1)
 
 
 def percentiles(latencies_ns: list[int]) -> dict[str, float]:
     ordered = sorted(latencies_ns)
-
-    def at(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6, 1)
-
-    return {"p50_ms": at(0.50), "p95_ms": at(0.95), "p99_ms": at(0.99),
-            "max_ms": round(ordered[-1] / 1e6, 1)}
+    return {"p50_ms": _at(ordered, 0.50), "p95_ms": _at(ordered, 0.95),
+            "p99_ms": _at(ordered, 0.99), "max_ms": round(ordered[-1] / 1e6, 1)}
 
 
 # ------------------------------------------------------------------------- one run

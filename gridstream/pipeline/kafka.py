@@ -282,7 +282,7 @@ class KafkaSink(Sink):
 
     def split(self, item: Any) -> Sequence[Any]:
         """An item's key and value, before their serializers (``serde.KeySplit``)."""
-        return self._split()(item)
+        return serde.split_item(item, self.key_fn, self.value_fn)
 
     def encode_row(self, item: Any) -> list[Any]:
         """The key's and the value's bytes, in the order of ``columns``."""

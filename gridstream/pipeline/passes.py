@@ -448,7 +448,7 @@ class BatchPass(_Pass):
         where = _Where(batch)
         errors = batch.column("_gs_error")
         good = pc.is_null(errors)
-        names = [n for n in batch.schema.names if n not in HIDDEN]
+        names = visible_names(batch.schema.names)
         visible = [n for n in self.target.names if n not in HIDDEN]
         out = _Builder(len(visible))
         for i, (reason, stage) in enumerate(zip(errors.to_pylist(),

@@ -17,9 +17,15 @@ from gridstream.pipeline.serde._columns import (
     PythonDecode,
     decode_columns,
 )
-from gridstream.pipeline.serde._encode import ArrowEncode, KeySplit, RowEncode, encode_pair
+from gridstream.pipeline.serde._encode import (
+    ArrowEncode,
+    KeySplit,
+    RowEncode,
+    encode_pair,
+    split_item,
+)
 from gridstream.pipeline.serde._names import deserializer, known_names, serializer
 
 __all__ = ["ArrowDecode", "ArrowEncode", "DecodeError", "Decoded", "Deserializer", "KeySplit",
            "PythonDecode", "RowEncode", "Serializer", "decode_columns", "deserializer",
-           "encode_pair", "known_names", "serializer"]
+           "encode_pair", "known_names", "serializer", "split_item"]

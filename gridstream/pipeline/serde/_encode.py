@@ -15,7 +15,7 @@ from gridstream.pipeline.serde._base import Serializer
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ArrowEncode", "KeySplit", "RowEncode", "encode_pair"]
+__all__ = ["ArrowEncode", "KeySplit", "RowEncode", "encode_pair", "split_item"]
 
 
 class KeySplit:
@@ -27,12 +27,18 @@ class KeySplit:
         self.key_fn, self.value_fn = key_fn, value_fn
 
     def __call__(self, item: Any) -> Sequence[Any]:
-        if self.key_fn is not None or self.value_fn is not None:
-            return (self.key_fn(item) if self.key_fn is not None else None,
-                    self.value_fn(item) if self.value_fn is not None else item)
-        if isinstance(item, tuple) and len(item) == 2:
-            return item
-        return None, item
+        return split_item(item, self.key_fn, self.value_fn)
+
+
+def split_item(item: Any, key_fn: Callable[[Any], Any] | None,
+               value_fn: Callable[[Any], Any] | None) -> Sequence[Any]:
+    """``KeySplit``'s rule (``KafkaSink.split`` applies it without an object per item)."""
+    if key_fn is not None or value_fn is not None:
+        return (key_fn(item) if key_fn is not None else None,
+                value_fn(item) if value_fn is not None else item)
+    if isinstance(item, tuple) and len(item) == 2:
+        return item
+    return None, item
 
 
 class RowEncode:
