@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from gridstream.errors import ConfigError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     """A batch's columns of values → their encoded Arrow arrays, and what each row that
     did not encode raised (its arrays' values are null)."""
 
-__all__ = ["HIDDEN", "ORIGIN_PARTS", "Flow", "Guarantee", "ItemShape", "RunContext", "Sink",
-           "Source", "visible"]
+__all__ = ["HIDDEN", "ORIGIN_PARTS", "Flow", "Guarantee", "ItemShape", "LastPass",
+           "RunContext", "Sink", "Source", "visible"]
 
 HIDDEN = ("_gs_ts", "_gs_where", "_gs_error", "_gs_stage", "_gs_raw_key", "_gs_raw_value")
 ORIGIN_PARTS = ("_gs_origin_topic", "_gs_origin_partition", "_gs_origin_offset")
@@ -123,6 +123,21 @@ class Flow:
     origin_topic: str | None = None
     """The topic of every row, when ``df`` carries the origin's parts (``ORIGIN_PARTS``)
     without ``_gs_origin_topic`` (a source reading one topic)."""
+    last_pass: LastPass | None = None
+    """How ``df`` came to be, when it is a sink's Python pass straight over a Kafka
+    source's rows (``Sink.fuses``)."""
+
+
+@dataclass(frozen=True)
+class LastPass:
+    """A sink's Python pass (``fn``, a ``mapInArrow`` function) over a Kafka source's
+    rows (``input``, with the origin's parts: ``ORIGIN_PARTS``; ``origin_topic`` when
+    they have no topic column). A sink whose own tasks run Python (the exactly-once
+    Kafka writer) runs the pass in them: one Python pass a task, not two."""
+
+    input: DataFrame
+    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+    origin_topic: str | None
 
 
 class Source(ABC):
@@ -192,6 +207,11 @@ class Sink(ABC):
         ``encode`` encodes each item. The compiler uses them for a chain of maps and
         filters (one output row per input row at most)."""
         return None
+
+    def fuses(self, context: RunContext) -> bool:
+        """Whether ``start`` runs the flow's last Python pass in its own tasks when the
+        flow has one over a Kafka source's rows (``Flow.last_pass``)."""
+        return False
 
     reads_where: bool = True
     """Whether the sink reads ``_gs_where`` of the rows its Python pass gives (a store's

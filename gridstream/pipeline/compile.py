@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import ConfigError
 from gridstream.pipeline.api import BatchStep, ItemStep, JvmStep, Step
-from gridstream.pipeline.base import HIDDEN, ORIGIN_PARTS, Flow, RunContext, Sink, visible
+from gridstream.pipeline.base import (
+    HIDDEN,
+    ORIGIN_PARTS,
+    Flow,
+    LastPass,
+    RunContext,
+    Sink,
+    visible,
+)
 from gridstream.pipeline.passes import BatchPass, ItemPass, one_to_one, to_row
 
 if TYPE_CHECKING:
@@ -188,7 +196,8 @@ def _item_pass(flow: Flow, items: list[ItemStep], sink: Sink | None,
     absent = skipped | ({"_gs_error", "_gs_stage"} if flawless else set())
     parts = [c for c in ORIGIN_PARTS if c in flow.df.columns]
     origin_topic = None
-    if parts and "_gs_where" in unread:  # the origin's text only for the rows in error
+    keeps_parts = bool(parts) and "_gs_where" in unread
+    if keeps_parts:  # the origin's text only for the rows in error
         absent.add("_gs_where")
         origin_topic = flow.origin_topic
     else:
@@ -199,8 +208,12 @@ def _item_pass(flow: Flow, items: list[ItemStep], sink: Sink | None,
                      steps=[(s.kind, s.fn, s.label) for s in items],
                      tail=tail, tail_stage=tail_stage, schema=_arrow(schema), encode=encode,
                      origin_topic=origin_topic)
-    df = flow.df.drop(*absent).mapInArrow(fused, schema)
-    return Flow(with_hidden(df), "row" if sink is None else flow.item, None, flow.notes)
+    given = flow.df.drop(*absent)
+    df = given.mapInArrow(fused, schema)
+    # the origin's parts come only from a Kafka source's rows, before any pass
+    last = LastPass(given, fused, origin_topic) if sink is not None and keeps_parts else None
+    return Flow(with_hidden(df), "row" if sink is None else flow.item, None, flow.notes,
+                last_pass=last)
 
 
 class _Encoded:
@@ -254,5 +267,7 @@ def _tail(flow: Flow, items: list[ItemStep], sink: Sink, context: RunContext,
     names = ", ".join([*(["decode"] if _decodes(flow) else []),
                        *(s.label for s in items), "encode"])
     out = _item_pass(flow, items, sink, context, flawless)
-    where.append(f"python pass {passes + 1}: {names}")
+    fused = out.last_pass is not None and sink.fuses(context)
+    where.append(f"python pass {passes + 1}: {names}"
+                 + (", the exactly-once writer's produce (in the same task)" if fused else ""))
     return Compiled(out, True, passes + 1, where)

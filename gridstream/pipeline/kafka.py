@@ -11,17 +11,23 @@ checkpoint position starts. Under ``EXACTLY_ONCE`` the sink writes through
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from gridstream.errors import ConfigError
 from gridstream.kafka import KafkaProperties, redact
 from gridstream.kafka.config import lossy_producer_setting
 from gridstream.pipeline import serde
-from gridstream.pipeline.base import Flow, Guarantee, RunContext, Sink, Source
+from gridstream.pipeline.base import Flow, Guarantee, LastPass, RunContext, Sink, Source
 from gridstream.pipeline.errors import route_to_kafka
 from gridstream.pipeline.serde._names import check_options
-from gridstream.pipeline.streaming import configure, good_rows, is_real_time, observed
+from gridstream.pipeline.streaming import (
+    OBSERVED,
+    configure,
+    good_rows,
+    is_real_time,
+    observed,
+)
 from gridstream.spark.kafka_source import (
     MAX_OFFSETS_PER_TRIGGER,
     SPARK_MANAGED,
@@ -30,8 +36,11 @@ from gridstream.spark.kafka_source import (
 )
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+
+    from gridstream.spark.kafka_writer import Through
 
 __all__ = ["KafkaSink", "KafkaSinks", "KafkaSource", "KafkaSources", "Projection"]
 
@@ -332,10 +341,15 @@ class KafkaSink(Sink):
         """Spark Kafka sink options (secrets unwrapped: never print)."""
         return client_options(self.bootstrap, self.client.client_config())
 
+    def fuses(self, context: RunContext) -> bool:
+        """Under ``EXACTLY_ONCE`` the writer's tasks run the sink's pass (one Python
+        pass a task); the dead-letter policy's routing stays in the JVM."""
+        return context.guarantee == Guarantee.EXACTLY_ONCE and context.errors != "dead_letter"
+
     def start(self, flow: Flow, context: RunContext,
               on_batch: Callable[[int, dict[str, Any]], None]) -> StreamingQuery:
-        df = route_to_kafka(good_rows(observed(flow.df), context), context, self.topic)
         if context.guarantee != Guarantee.EXACTLY_ONCE:
+            df = route_to_kafka(good_rows(observed(flow.df), context), context, self.topic)
             writer = df.writeStream.format("kafka").options(**self.producer_options())
             return configure(writer, context).start()
         from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
@@ -345,20 +359,57 @@ class KafkaSink(Sink):
         for owned in ("enable.idempotence", "acks", "transactional.id"):
             config.pop(owned, None)
         self.foreach_batch = True
+        last = flow.last_pass if self.fuses(context) else None
         self._writer = writer_ = KafkaExactlyOnceWriter(
             self.bootstrap, name=context.name, properties=config,
-            transaction_timeout_ms=timeout,
+            topic=None if last is None else self.topic, transaction_timeout_ms=timeout,
             trigger=None if context.trigger in (None, "available_now") else context.trigger)
+        through = None if last is None else _through(last)
 
         def batch(batch_df: DataFrame, batch_id: int) -> None:
-            result = writer_.write(batch_df, batch_id)
-            on_batch(batch_id, {"written": result.written, "skipped": result.skipped})
+            result = writer_.write(batch_df, batch_id, through)
+            counts: dict[str, Any] = {"written": result.written, "skipped": result.skipped}
+            if through is not None:  # no JVM node after the pass counts them
+                counts[OBSERVED] = {"rows": result.written + result.skipped + result.dropped,
+                                    "errors": result.dropped}
+            on_batch(batch_id, counts)
 
+        df = route_to_kafka(good_rows(observed(flow.df), context), context, self.topic) \
+            if last is None else last.input
         return configure(df.writeStream.foreachBatch(batch), context).start()
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
+
+
+def _through(last: LastPass) -> Through:
+    from gridstream.spark.kafka_writer import Through
+
+    topic_column = "_gs_origin_topic" if "_gs_origin_topic" in last.input.columns else None
+    return Through(_KeyValues(last.fn), "_gs_origin_partition", "_gs_origin_offset",
+                   topic_column, None if topic_column else last.origin_topic)
+
+
+class _KeyValues:
+    """The sink's pass as the exactly-once writer runs it: each output batch's key and
+    value, without the rows its error policy left out (``errors="log"``: counted)."""
+
+    def __init__(self, fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+                 ) -> None:
+        self.fn = fn
+
+    def __call__(self, batches: Iterator[pa.RecordBatch],
+                 ) -> Iterator[tuple[pa.RecordBatch, int]]:
+        import pyarrow.compute as pc
+
+        for out in self.fn(batches):
+            dropped = 0
+            if "_gs_error" in out.schema.names and \
+                    out.column("_gs_error").null_count < out.num_rows:
+                kept = out.filter(pc.is_null(out.column("_gs_error")))
+                dropped, out = out.num_rows - kept.num_rows, kept
+            yield out.select(["key", "value"]), dropped
 
 
 class KafkaSources:

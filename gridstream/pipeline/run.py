@@ -337,14 +337,16 @@ class PipelineJob(Runnable):
                 continue
             data = json.loads(progress.json)
             rows_in = int(data.get("numInputRows") or 0)
-            metrics = (data.get("observedMetrics") or {}).get(OBSERVED) or {}
+            extra = dict(self.batches.get(batch, {}))
+            # a sink that runs the last pass in its own tasks counts its rows there
+            counted = extra.pop(OBSERVED, None)
+            metrics = (data.get("observedMetrics") or {}).get(OBSERVED) or counted or {}
             if rows_in == 0 and not metrics:
                 continue  # an idle trigger's progress carries the id the next batch runs as
             self._last_batch = batch
             errors = int(metrics.get("errors") or 0)
             rows = int(metrics.get("rows") or 0)
             seconds = float((data.get("durationMs") or {}).get("triggerExecution", 0)) / 1000
-            extra = dict(self.batches.get(batch, {}))
             if self._windows:
                 extra["late"] = late_rows(data)  # dropped by the watermark: never silent
             self.reports.append(PipelineReport(

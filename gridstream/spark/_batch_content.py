@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gridstream.spark._kafka_slots import H1, H2
+from gridstream.spark._kafka_slots import H1, H2, content_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -22,15 +22,16 @@ def hashes(rows: DataFrame) -> DataFrame:
     return rows.select("*", F.xxhash64(*columns).alias(H1), F.hash(*columns).alias(H2))
 
 
-def content(hashed: DataFrame) -> list[tuple[int, int, int, int]]:
-    """Each partition's rows and hash sums, in the JVM (one pass)."""
+def content(hashed: DataFrame) -> list[tuple[int, int, str]]:
+    """Each partition's rows and content (``content_of``: rows and hash sums), in the
+    JVM (one pass)."""
     import pyspark.sql.functions as F
 
     stats = (hashed.select(F.spark_partition_id().alias("p"), H1, H2).groupBy("p")
              .agg(F.count(F.lit(1)).alias("n"),
                   F.sum(F.col(H1).cast("decimal(38,0)")).alias("h1"),
                   F.sum(F.col(H2).cast("decimal(38,0)")).alias("h2")).collect())
-    return [(int(r.p), int(r.n), int(r.h1), int(r.h2)) for r in stats]
+    return [(int(r.p), int(r.n), content_of(int(r.n), int(r.h1), int(r.h2))) for r in stats]
 
 
 def reads_shuffle(rows: DataFrame) -> bool:

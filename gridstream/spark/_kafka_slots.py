@@ -9,7 +9,7 @@ import time
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -26,9 +26,9 @@ from gridstream.spark._producers import close_producer, new_producer
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["COLUMNS", "H1", "H2", "Marker", "SlotPlan", "SlotTxn",
-           "close_producer", "content_of", "decide", "marker_key", "marker_partition",
-           "match_slots", "open_slot", "produce_waiting", "run_task",
+__all__ = ["COLUMNS", "H1", "H2", "RESULT_SCHEMA", "Hashed", "Marker", "Rows", "SlotPlan",
+           "SlotTxn", "close_producer", "content_of", "decide", "marker_key",
+           "marker_partition", "match_slots", "open_slot", "produce_waiting", "run_task",
            "transactional_id"]
 
 COLUMNS = ("key", "value", "topic", "partition", "headers")
@@ -111,9 +111,9 @@ def content_of(rows: int, h1: int, h2: int) -> str:
     return f"{rows}:{h1:x}:{h2:x}"
 
 
-def match_slots(stats: list[tuple[int, int, int, int]], markers: Mapping[int, Marker],
+def match_slots(stats: list[tuple[int, int, str]], markers: Mapping[int, Marker],
                 batch_id: int) -> dict[int, tuple[int, str]]:
-    """``(partition, rows, hash1, hash2)`` of each partition and the markers an earlier
+    """``(partition, rows, content)`` of each partition and the markers an earlier
     run committed for this batch (``{slot: marker}``) → ``{partition: (slot, content)}``
     for the non-empty partitions: a partition whose content a marker holds takes that
     marker's slot (its task finds it committed and skips); the others take, in the
@@ -121,8 +121,7 @@ def match_slots(stats: list[tuple[int, int, int, int]], markers: Mapping[int, Ma
     marker is ever overwritten). ``SparkError`` when a marker's content is in no
     partition: the batch's rows are not those it committed, or are split into
     partitions differently (refused before any slot writes)."""
-    ranked = sorted((content_of(rows, h1, h2), part)
-                    for part, rows, h1, h2 in stats if rows > 0)
+    ranked = sorted((content, part) for part, rows, content in stats if rows > 0)
     waiting: dict[str, list[int]] = {}
     for content, part in ranked:
         waiting.setdefault(content, []).append(part)
@@ -335,17 +334,46 @@ def _reader(plan: SlotPlan, slot: int) -> _MarkerReader:
     return reader
 
 
-def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+class Rows(Protocol):
+    """How a task knows and writes its rows: ``content`` names them (a re-run must
+    find the same), ``write`` produces them in the slot's open transaction."""
+
+    def content(self, batches: Iterator[pa.RecordBatch]) -> str:
+        """The rows' content; nothing written."""
+
+    def write(self, batches: Iterator[pa.RecordBatch], producer: Producer,
+              topic: str | None) -> tuple[str, int, int]:
+        """Produce the rows (``topic`` for those that name none): their content, the
+        records written and the rows left out (by a pass's error policy)."""
+
+
+class Hashed:
+    """The writer's own rows (``COLUMNS`` and the driver's two hashes): content = the
+    row count and the hash sums; every row is written."""
+
+    def content(self, batches: Iterator[pa.RecordBatch]) -> str:
+        return _sums(batches, None, None)
+
+    def write(self, batches: Iterator[pa.RecordBatch], producer: Producer,
+              topic: str | None) -> tuple[str, int, int]:
+        found = _sums(batches, producer, topic)
+        return found, int(found.split(":", 1)[0]), 0
+
+
+def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch], rows: Rows | None = None,
+             ) -> Iterator[pa.RecordBatch]:
     """One Spark task: write its slot's rows and marker in one transaction, or skip them
-    when an earlier run committed them."""
+    when an earlier run committed them (``rows``: how they are known and written, the
+    writer's own ``Hashed`` rows by default)."""
     from pyspark import TaskContext
 
     worker.prepare()
+    rows = rows or Hashed()
     context = TaskContext.get()
     if context is None:
         raise SparkError("the exactly-once writer must run inside a Spark task")
     if plan.partitioned:
-        yield from _run_partitioned(plan, context.partitionId(), batches)
+        yield from _run_partitioned(plan, context.partitionId(), batches, rows)
         return
     found = plan.slots.get(context.partitionId())
     if found is None:  # empty when counted: must still be
@@ -354,26 +382,36 @@ def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
                              "now: the batch's input is not deterministic")
         return
     slot, content = found
-    expected = int(content.split(":", 1)[0])
     txn = open_slot(plan, slot, content)
     if txn is None:  # an earlier run committed the slot: check its rows, write nothing
-        _check(plan, content, _sums(batches, None, plan))
-    else:
-        with txn.failing():
-            _check(plan, content, _sums(batches, txn.producer, plan))
-        txn.commit(expected)
-    yield _result(slot, expected, txn is None)
+        _check(plan, content, rows.content(batches))
+        yield _result(slot, _committed_records(plan, slot), True)
+        return
+    with txn.failing():
+        written, records, dropped = rows.write(batches, txn.producer, plan.topic)
+        _check(plan, content, written)
+    txn.commit(records)
+    yield _result(slot, records, False, dropped)
 
 
-def _run_partitioned(plan: SlotPlan, slot: int, batches: Iterator[pa.RecordBatch]
-                     ) -> Iterator[pa.RecordBatch]:
+def _committed_records(plan: SlotPlan, slot: int) -> int:
+    """The records the marker of a slot found committed says it wrote."""
+    key = marker_key(plan.query_id, slot)
+    value = _reader(plan, slot).values.get(key) if plan.check or _is_retry() else None
+    marker = _newest(plan.committed.get(slot), None if value is None else Marker.decode(value))
+    return 0 if marker is None else marker.records
+
+
+def _run_partitioned(plan: SlotPlan, slot: int, batches: Iterator[pa.RecordBatch],
+                     rows: Rows | None = None) -> Iterator[pa.RecordBatch]:
     """A task of a ``partitioned`` plan: an empty partition writes nothing (no marker);
     a retry (its producer's init has fenced the earlier attempt) whose earlier attempt
     committed finds the marker and checks its rows."""
+    rows = rows or Hashed()
     first = next((batch for batch in batches if batch.num_rows), None)
     if first is None:
         return
-    rows = itertools.chain([first], batches)
+    given = itertools.chain([first], batches)
     # the producer first: its init fences an earlier attempt that may still live (and
     # completes or aborts its pending commit) before the marker is read
     txn = open_slot(plan, slot, "", checked=True)
@@ -383,24 +421,27 @@ def _run_partitioned(plan: SlotPlan, slot: int, batches: Iterator[pa.RecordBatch
             marker = _reader(plan, slot).get(marker_key(plan.query_id, slot), plan.wait_s)
         if marker is not None and marker.batch >= plan.batch_id:
             txn.fail()  # nothing produced in it: the earlier attempt committed the slot
-            content = _sums(rows, None, plan)
-            decide(marker, plan.batch_id, None, None, content)  # refuses any other
+            decide(marker, plan.batch_id, None, None, rows.content(given))  # refuses any other
             yield _result(slot, marker.records, True)
             return
     with txn.failing():
-        txn.content = _sums(rows, txn.producer, plan)
-    records = int(txn.content.split(":", 1)[0])
+        txn.content, records, dropped = rows.write(given, txn.producer, plan.topic)
     txn.commit(records, slots=0)
-    yield _result(slot, records, False)
+    yield _result(slot, records, False, dropped)
 
 
-def _result(slot: int, records: int, skipped: bool) -> pa.RecordBatch:
+RESULT_SCHEMA = "slot INT, records LONG, skipped BOOLEAN, dropped LONG"
+"""A task's one result row: its slot, the records it wrote (or found committed), whether
+an earlier run had committed them, and the rows its pass's error policy left out."""
+
+
+def _result(slot: int, records: int, skipped: bool, dropped: int = 0) -> pa.RecordBatch:
     import pyarrow as pa
 
     return pa.RecordBatch.from_pylist(
-        [{"slot": slot, "records": records, "skipped": skipped}],
+        [{"slot": slot, "records": records, "skipped": skipped, "dropped": dropped}],
         schema=pa.schema([("slot", pa.int32()), ("records", pa.int64()),
-                          ("skipped", pa.bool_())]))
+                          ("skipped", pa.bool_()), ("dropped", pa.int64())]))
 
 
 def _newest(first: Marker | None, second: Marker | None) -> Marker | None:
@@ -417,14 +458,15 @@ def _check(plan: SlotPlan, content: str, found: str) -> None:
                          "deterministic; nothing of it was committed")
 
 
-def _sums(batches: Iterator[pa.RecordBatch], producer: Producer | None, plan: SlotPlan) -> str:
+def _sums(batches: Iterator[pa.RecordBatch], producer: Producer | None,
+          topic: str | None) -> str:
     """The rows' count and hash sums; with ``producer``, every row is produced too (in
-    its open transaction)."""
+    its open transaction; ``topic`` for rows that name none)."""
     records = h1 = h2 = 0
     for batch in batches:
         records += batch.num_rows
         h1 += total(batch.column(H1))
         h2 += total(batch.column(H2))
         if producer is not None:
-            produce_batch(producer, plan.topic, batch)
+            produce_batch(producer, topic, batch)
     return content_of(records, h1, h2)

@@ -63,6 +63,7 @@ from gridstream.spark import _producers
 from gridstream.spark._batch_content import content, hashes, reads_shuffle
 from gridstream.spark._kafka_slots import (
     COLUMNS,
+    RESULT_SCHEMA,
     Marker,
     SlotPlan,
     decide,
@@ -71,6 +72,7 @@ from gridstream.spark._kafka_slots import (
     run_task,
     transactional_id,
 )
+from gridstream.spark._kafka_through import Through, origin_contents
 from gridstream.spark._marker_scan import MarkerScan
 from gridstream.spark._producers import close_producer, new_producer
 from gridstream.spark.triggers import parse_trigger
@@ -79,7 +81,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = ["DEFAULT_MARKER_TOPIC", "PRODUCER_DEFAULTS", "BatchResult",
-           "KafkaExactlyOnceWriter", "Marker", "check_transaction_timeout", "decide",
+           "KafkaExactlyOnceWriter", "Marker", "Through", "check_transaction_timeout", "decide",
            "marker_partition", "match_slots", "transactional_id"]
 
 log = logging.getLogger(__name__)
@@ -95,7 +97,6 @@ PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
 _FORBIDDEN = ("transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms",
               "bootstrap.servers")
 """Set by the writer itself (the last two: its arguments); refused in ``properties``."""
-_RESULT_SCHEMA = "slot INT, records LONG, skipped BOOLEAN"
 
 
 def check_transaction_timeout(timeout_ms: int, trigger: str | None,
@@ -133,6 +134,8 @@ class BatchResult:
     seconds: float
     counting_s: float = 0.0
     """Of ``seconds``, the JVM pass that ranks the partitions into slots."""
+    dropped: int = 0
+    """Rows a fused pass's error policy left out (``errors="log"``)."""
 
 
 class KafkaExactlyOnceWriter:
@@ -179,16 +182,20 @@ class KafkaExactlyOnceWriter:
     def __call__(self, df: DataFrame, batch_id: int) -> BatchResult:
         return self.write(df, batch_id)
 
-    def write(self, df: DataFrame, batch_id: int) -> BatchResult:
-        """Write one batch; skip the slots an earlier run of this batch committed."""
+    def write(self, df: DataFrame, batch_id: int, through: Through | None = None,
+              ) -> BatchResult:
+        """Write one batch; skip the slots an earlier run of this batch committed.
+        ``through``: ``df`` is a Kafka source's rows, and each task runs this pass over
+        them and writes what it gives (its rows known by their origin: one Python pass,
+        not the pass's and then the writer's)."""
         started = time.monotonic()
         query_id = self._query_id(df)
-        rows = hashes(self._rows(df))
+        rows = hashes(self._rows(df)) if through is None else df
         if not self._checks(df, query_id, batch_id):
             # no earlier run can have written the batch: one pass, slot = partition
             # index, each task sums its content while it writes (for a later re-run)
             self.begin(df, query_id, batch_id, 0)
-            return self._write(rows, query_id, batch_id, started, None)
+            return self._write(rows, query_id, batch_id, started, None, through=through)
         # an earlier run may have used any partition index as a slot (one-pass batches)
         # and left a zombie on it: fence them all, and any slot a marker of the query
         # names, before the markers are read
@@ -209,25 +216,30 @@ class KafkaExactlyOnceWriter:
             # marker after its own producer's init — a zombie of an earlier run may
             # still have started a producer and committed since (same rows: skipped;
             # other rows in the slot: refused, and the restarted query ranks the batch)
-            return self._write(rows, query_id, batch_id, started, None, check=True)
-        if self.cache_batch:  # the ranking pass fills it, the write pass reads it
+            return self._write(rows, query_id, batch_id, started, None, check=True,
+                               through=through)
+        # the ranking pass reads the rows again (a pass fused into the tasks: only their
+        # origins, in the JVM)
+        cache = self.cache_batch and through is None
+        if cache:  # the ranking pass fills it, the write pass reads it
             from pyspark import StorageLevel
 
             rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             ranking = time.monotonic()
-            stats = content(rows)
+            stats = content(rows) if through is None else origin_contents(rows, through)
             counted = time.monotonic() - ranking
             slots = match_slots(stats, markers, batch_id)
-            return self._write(rows, query_id, batch_id, started, slots, counted, committed)
+            return self._write(rows, query_id, batch_id, started, slots, counted, committed,
+                               through=through)
         finally:
-            if self.cache_batch:
+            if cache:
                 rows.unpersist()
 
     def _write(self, rows: DataFrame, query_id: str, batch_id: int, started: float,
                slots: dict[int, tuple[int, str]] | None, counted: float = 0.0,
                committed: Mapping[int, Marker] | None = None,
-               check: bool = False) -> BatchResult:
+               check: bool = False, through: Through | None = None) -> BatchResult:
         """The write pass: ``slots`` from ``match_slots`` and ``committed`` (the batch's
         markers) for a batch an earlier run committed in part, or None (slot = partition
         index; each task reads its marker when ``check``, when it is a retry, or when the
@@ -239,8 +251,8 @@ class KafkaExactlyOnceWriter:
                         self.timeout_s, self.wait_s(), committed or {}, check,
                         partitioned=partitioned)
         try:
-            done = rows.mapInArrow(lambda batches: run_task(plan, iter(batches)),
-                                   _RESULT_SCHEMA).collect()
+            done = rows.mapInArrow(lambda batches: run_task(plan, iter(batches), through),
+                                   RESULT_SCHEMA).collect()
         except GridstreamError:
             raise
         except Exception as exc:
@@ -249,7 +261,8 @@ class KafkaExactlyOnceWriter:
         self.completed(query_id, batch_id)
         result = BatchResult(batch_id, sum(r.records for r in done if not r.skipped),
                              sum(r.records for r in done if r.skipped), len(done),
-                             time.monotonic() - started, counted)
+                             time.monotonic() - started, counted,
+                             sum(r.dropped for r in done))
         self.results.append(result)
         log.info("writer %s batch %d: %d rows written, %d skipped (committed earlier)",
                  self.name, batch_id, result.written, result.skipped)

@@ -119,13 +119,16 @@ def test_a_failing_row_of_a_source_reading_two_topics_is_named_by_its_own_topic(
     assert "RecordError" in text and f"{second}[0]@3" in text and "map#1" in text, text
 
 
+@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])
 def test_log_skips_and_counts_the_failing_rows(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
-        ) -> None:
+        guarantee: Guarantee) -> None:
+    """Counted after the pass in the JVM (at-least-once), or by the exactly-once
+    writer's tasks, which run the pass themselves."""
     source, sink = topic_factory(2), topic_factory(1)
     _with_bad(kafka_bootstrap, source, 100, {3, 50, 99})
-    p = _number_pipeline(kafka_bootstrap, source, sink, "log")
-    failure, reports = _run(p, spark, guarantee=Guarantee.AT_LEAST_ONCE,
+    p = _number_pipeline(kafka_bootstrap, source, sink, f"log-{guarantee.lower()}")
+    failure, reports = _run(p, spark, guarantee=guarantee,
                             checkpoint=str(tmp_path / "ck"), errors="log")
     assert failure is None
     got = sorted(int(v) for _, v, _ in read(kafka_bootstrap, sink))
@@ -281,6 +284,41 @@ def test_the_sinks_pass_gives_back_only_the_columns_read_after_it(
     else:
         assert given[-2:] == ["_gs_origin_partition", "_gs_origin_offset"], plan
         assert "_gs_where" not in given, plan
+
+
+@pytest.mark.parametrize("topics", [1, 2])
+def test_exactly_once_runs_the_sinks_pass_in_the_writers_tasks(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], topics: int) -> None:
+    """Under ``EXACTLY_ONCE`` the sink's pass straight over a Kafka source runs inside
+    the writer's tasks (one Python pass a task): the streaming query's plan has no
+    Python node, only the source's rows and the origin's parts (the topic among them
+    for a source of two topics); every record comes out once, each batch is reported."""
+    sources, sink = [topic_factory(2) for _ in range(topics)], topic_factory(2)
+    for n, source in enumerate(sources):
+        produce(kafka_bootstrap, source, ((f"k{n}-{i}".encode(), str(i).encode())
+                                          for i in range(300)))
+    p = Pipeline.create(name=f"fused-{topics}")
+    (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), sources,
+                                    max_offsets_per_trigger=250))
+      .map(_numbers)
+      .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+    job = p.job(trigger="available_now", guarantee=Guarantee.EXACTLY_ONCE,
+                checkpoint=str(tmp_path / "ck"))
+    described, plan = _explained(job, spark, capsys)
+    assert job.failure is None
+    assert "the exactly-once writer's produce (in the same task)" in described, described
+    assert "MapInArrow" not in plan and "PythonUDF" not in plan, plan
+    parts = ["_gs_origin_partition", "_gs_origin_offset"]
+    assert all(part in plan for part in parts) and (
+        ("_gs_origin_topic" in plan) == (topics > 1)), plan
+    got = Counter((k, v) for k, v, _ in read(kafka_bootstrap, sink))
+    assert got == Counter((f"k{n}-{i}".encode(), str(2 * i).encode())
+                          for n in range(topics) for i in range(300))
+    reports = []
+    while job.reports:
+        reports.append(job.reports.popleft())
+    assert len(reports) >= 2 and sum(r.rows_out for r in reports) == 300 * topics, reports
 
 
 def _double(batch: Any) -> Any:

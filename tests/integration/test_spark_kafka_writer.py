@@ -201,18 +201,18 @@ def _commit_by_hand(bootstrap: str, writer: KafkaExactlyOnceWriter, topic: str, 
     """Commit ``batch`` (one partition) with its slot's producer and marker, as a task of
     an earlier attempt or run would have."""
     from gridstream.spark._batch_content import content, hashes
-    from gridstream.spark._kafka_slots import Marker, content_of, marker_key, marker_partition
+    from gridstream.spark._kafka_slots import Marker, marker_key, marker_partition
 
     query = writer.query_id
     assert query is not None
-    [(part, rows, h1, h2)] = content(hashes(writer._rows(batch)))
+    [(part, rows, found)] = content(hashes(writer._rows(batch)))
     producer = Producer({"bootstrap.servers": bootstrap,
                          "transactional.id": writer.transactional_id(query, part)})
     producer.init_transactions(30)
     producer.begin_transaction()
     for row in batch.collect():
         producer.produce(topic, bytes(row.value), bytes(row.key))
-    marker = Marker(query, part, batch_id, 0, rows, content_of(rows, h1, h2))
+    marker = Marker(query, part, batch_id, 0, rows, found)
     producer.produce(writer.marker_topic, marker.encode(), marker_key(query, part),
                      partition=marker_partition(query, part, marker_partitions))
     producer.commit_transaction(30)

@@ -57,8 +57,10 @@ def test_a_rerun_with_other_rows_is_refused(slots: int, records: int, content: s
 
 
 def test_a_fresh_batch_takes_slots_in_the_order_of_its_contents() -> None:
-    first = match_slots([(0, 10, 5, 1), (1, 12, 3, 2), (2, 10, 4, 9), (3, 0, 0, 0)], {}, 5)
-    again = match_slots([(0, 10, 4, 9), (1, 0, 0, 0), (2, 12, 3, 2), (3, 10, 5, 1)], {}, 5)
+    first = match_slots([(0, 10, "10:5:1"), (1, 12, "12:3:2"), (2, 10, "10:4:9"),
+                         (3, 0, "0:0:0")], {}, 5)
+    again = match_slots([(0, 10, "10:4:9"), (1, 0, "0:0:0"), (2, 12, "12:3:2"),
+                         (3, 10, "10:5:1")], {}, 5)
     assert sorted(first.values()) == sorted(again.values())
     assert first[2] == (0, "10:4:9") and again[0] == (0, "10:4:9")
     assert first[1] == again[2] == (2, "12:3:2")
@@ -71,14 +73,15 @@ def test_a_partition_committed_by_an_earlier_run_keeps_its_slot_wherever_it_is_n
     the others take the slots no marker of the batch holds."""
     committed = {3: Marker("q", 3, 5, 0, 10, "10:5:1"),
                  1: Marker("q", 1, 4, 0, 7, "7:1:1")}   # an older batch: free
-    slots = match_slots([(0, 10, 5, 1), (1, 12, 3, 2), (2, 10, 4, 9)], committed, 5)
+    slots = match_slots([(0, 10, "10:5:1"), (1, 12, "12:3:2"), (2, 10, "10:4:9")], committed, 5)
     assert slots == {0: (3, "10:5:1"), 2: (0, "10:4:9"), 1: (1, "12:3:2")}
 
 
 def test_equal_contents_take_one_marker_each() -> None:
-    slots = match_slots([(0, 5, 1, 1), (1, 5, 1, 1)], {}, 2)
+    slots = match_slots([(0, 5, "5:1:1"), (1, 5, "5:1:1")], {}, 2)
     assert sorted(slots.values()) == [(0, "5:1:1"), (1, "5:1:1")]
-    one = match_slots([(0, 5, 1, 1), (1, 5, 1, 1)], {4: Marker("q", 4, 2, 0, 5, "5:1:1")}, 2)
+    one = match_slots([(0, 5, "5:1:1"), (1, 5, "5:1:1")],
+                      {4: Marker("q", 4, 2, 0, 5, "5:1:1")}, 2)
     assert sorted(one.values()) == [(0, "5:1:1"), (4, "5:1:1")]
 
 
@@ -146,7 +149,7 @@ def test_secrets_never_show_in_the_repr() -> None:
 ])
 def test_a_batch_committed_with_other_partitions_is_refused(marker: Marker) -> None:
     with pytest.raises(SparkError, match="another slot layout"):
-        match_slots([(0, 10, 0xA, 0xA), (1, 10, 0xB, 0xB)], {marker.slot: marker}, 5)
+        match_slots([(0, 10, "10:a:a"), (1, 10, "10:b:b")], {marker.slot: marker}, 5)
 
 
 def test_each_marker_takes_its_own_partition() -> None:
@@ -154,7 +157,7 @@ def test_each_marker_takes_its_own_partition() -> None:
     (the re-run has fewer copies of those rows than were committed)."""
     twice = {0: Marker("q", 0, 5, 0, 10, "10:a:a"), 1: Marker("q", 1, 5, 0, 10, "10:a:a")}
     with pytest.raises(SparkError, match="another slot layout"):
-        match_slots([(0, 10, 0xA, 0xA), (1, 10, 0xB, 0xB)], twice, 5)
+        match_slots([(0, 10, "10:a:a"), (1, 10, "10:b:b")], twice, 5)
 
 
 @pytest.mark.parametrize("prop", ["transaction.timeout.ms", "bootstrap.servers"])
@@ -229,7 +232,7 @@ def test_a_one_pass_retry_fences_the_earlier_attempt_before_it_reads_the_marker(
     batch = pa.RecordBatch.from_pydict({"value": [b"a", b"b"]})
     out = list(slots._run_partitioned(plan, 0, iter([batch])))
     assert calls == ["init", "read marker", "abort"]
-    assert out[0].to_pylist() == [{"slot": 0, "records": 2, "skipped": True}]
+    assert out[0].to_pylist() == [{"slot": 0, "records": 2, "skipped": True, "dropped": 0}]
 
 
 class _Recorder:
@@ -273,7 +276,7 @@ def test_a_batch_of_one_topic_is_produced_as_the_rows_of_its_topic_column() -> N
     producer = _Recorder()
     batch = _rows(key=pa.array([b"a", None], pa.binary()), value=[b"1", b"2"],
                   topic=["out", "out"])
-    content = _sums(iter([batch, batch]), producer, _plan(None))  # type: ignore[arg-type]
+    content = _sums(iter([batch, batch]), producer, None)  # type: ignore[arg-type]
     assert content == f"4:{4 * (2**63 - 1):x}:{-12:x}"
     assert producer.sent == [("out", b"1", b"a", ()), ("out", b"2", None, ())] * 2
 
@@ -288,15 +291,15 @@ def test_rows_of_several_topics_partitions_or_headers_are_produced_one_by_one() 
                        pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
     batch = _rows(key=[b"a", b"b"], value=[b"1", b"2"], topic=["dead", None],
                   partition=pa.array([None, 3], pa.int32()), headers=headers)
-    _sums(iter([batch]), producer, _plan("t"))  # type: ignore[arg-type]
+    _sums(iter([batch]), producer, "t")  # type: ignore[arg-type]
     assert producer.sent == [
         ("dead", b"1", b"a", (("headers", [("h", b"x")]), ("partition", -1))),
         ("t", b"2", b"b", (("partition", 3),))]
     with pytest.raises(SparkError, match="have no topic and the writer no topic"):
         _sums(iter([_rows(value=[b"1"], topic=pa.array([None], pa.string()))]), producer,
-              _plan(None))  # type: ignore[arg-type]
+              None)  # type: ignore[arg-type]
     producer.sent.clear()
     empty = _rows(value=pa.array([], pa.binary()), topic=pa.array([], pa.string()))
-    assert _sums(iter([empty]), producer, _plan(None)) == "0:0:0"  # type: ignore[arg-type]
-    _sums(iter([_rows(value=[b"1"], topic=[""])]), producer, _plan("t"))  # type: ignore[arg-type]
+    assert _sums(iter([empty]), producer, None) == "0:0:0"  # type: ignore[arg-type]
+    _sums(iter([_rows(value=[b"1"], topic=[""])]), producer, "t")  # type: ignore[arg-type]
     assert producer.sent == [("t", b"1", None, ())]  # an empty topic: the writer's

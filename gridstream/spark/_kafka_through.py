@@ -1,0 +1,148 @@
+"""A Python pass fused into the exactly-once Kafka writer's tasks (``Through``).
+
+A pipeline whose last Python pass feeds the writer would otherwise run two Python passes
+a task: the pass (``mapInArrow``), its rows back into the JVM, then the writer's own
+(``mapInArrow`` again, into a second Python worker) that produces them. Fused, the
+writer's task runs the pass over its input rows and produces what the pass gives, in
+the one Python worker.
+
+The input rows are a Kafka source's (Spark plans one task per topic-partition offset
+range, the same range for a batch whatever run reads it: the offsets are in the
+checkpoint), so a task's rows are known by their *origin*, not by hashes of what it
+wrote: the topic-partition, the first and last offset and the count of its input
+records (``origin_content``). The driver ranks a re-run batch's partitions by the same
+text, computed in the JVM (``origin_contents``), with no Python pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gridstream.errors import SparkError
+from gridstream.spark._produce_rows import produce_batch
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from confluent_kafka import Producer
+    from pyspark.sql import DataFrame
+
+__all__ = ["Through", "origin_content", "origin_contents"]
+
+Fused = Callable[[Iterator["pa.RecordBatch"]], Iterator[tuple["pa.RecordBatch", int]]]
+"""A task's input batches → the rows to write (``key``, ``value``; optional ``topic``,
+``partition``, ``headers``) and, with each, how many rows its error policy left out."""
+
+
+def origin_content(topic: str, partition: int, first: int, last: int, records: int) -> str:
+    """A task's input, by its origin (one topic-partition's offsets ``first``..``last``,
+    ``records`` records)."""
+    return f"{records}:{topic}[{partition}]@{first}-{last}"
+
+
+@dataclass(frozen=True)
+class Through:
+    """The pass ``fn`` over a Kafka source's rows, whose origin columns are
+    ``partition`` and ``offset`` and ``topic_column`` (or, without one, every row's
+    topic is ``topic``). Picklable: shipped to the executors."""
+
+    fn: Fused
+    partition: str
+    offset: str
+    topic_column: str | None = None
+    topic: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.topic_column is None) == (self.topic is None):
+            raise ValueError("give the origin's topic column or its one topic")
+
+    def content(self, batches: Iterator[pa.RecordBatch]) -> str:
+        """The input's origin; nothing written (the pass does not run)."""
+        origin = _Origin(self)
+        for batch in batches:
+            origin.add(batch)
+        return origin.text()
+
+    def write(self, batches: Iterator[pa.RecordBatch], producer: Producer,
+              topic: str | None) -> tuple[str, int, int]:
+        """The pass over the input; its rows produced (``Rows.write``)."""
+        origin = _Origin(self)
+        written = dropped = 0
+        for rows, left_out in self.fn(origin.tracked(batches)):
+            produce_batch(producer, topic, rows)
+            written += rows.num_rows
+            dropped += left_out
+        return origin.text(), written, dropped
+
+
+class _Origin:
+    """The topic-partition and offset range of the batches a task reads."""
+
+    def __init__(self, through: Through) -> None:
+        self.through = through
+        self.where: tuple[str, int] | None = None
+        self.first: int | None = None
+        self.last: int | None = None
+        self.records = 0
+
+    def tracked(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            self.add(batch)
+            yield batch
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        if not batch.num_rows:
+            return
+        through = self.through
+        partitions = pc.min_max(batch.column(through.partition)).as_py()
+        offsets = pc.min_max(batch.column(through.offset)).as_py()
+        topic = through.topic
+        if through.topic_column is not None:
+            topics = pc.min_max(batch.column(through.topic_column)).as_py()
+            if topics["min"] != topics["max"]:
+                raise _mixed(topics["min"], topics["max"])
+            topic = topics["min"]
+        if partitions["min"] != partitions["max"]:
+            raise _mixed(f"{topic}[{partitions['min']}]", f"{topic}[{partitions['max']}]")
+        where = (str(topic), int(partitions["min"]))
+        if self.where is not None and where != self.where:
+            raise _mixed(f"{self.where[0]}[{self.where[1]}]", f"{where[0]}[{where[1]}]")
+        self.where = where
+        low, high = int(offsets["min"]), int(offsets["max"])
+        self.first = low if self.first is None else min(self.first, low)
+        self.last = high if self.last is None else max(self.last, high)
+        self.records += batch.num_rows
+
+    def text(self) -> str:
+        if self.where is None or self.first is None or self.last is None:
+            return "0"
+        return origin_content(*self.where, self.first, self.last, self.records)
+
+
+def _mixed(one: object, other: object) -> SparkError:
+    return SparkError(f"an exactly-once task's input spans {one} and {other}: a fused pass "
+                      "needs one Kafka topic-partition's records a task")
+
+
+def origin_contents(df: DataFrame, through: Through) -> list[tuple[int, int, str]]:
+    """Each partition of the batch ``df``: its rows and origin content, in the JVM (one
+    pass, no Python)."""
+    import pyspark.sql.functions as F
+
+    topic = F.col(through.topic_column) if through.topic_column else F.lit(through.topic)
+    stats = (df.select(F.spark_partition_id().alias("p"), topic.alias("t"),
+                       F.col(through.partition).alias("k"), F.col(through.offset).alias("o"))
+             .groupBy("p")
+             .agg(F.count(F.lit(1)).alias("n"), F.min("t").alias("t0"),
+                  F.max("t").alias("t1"), F.min("k").alias("k0"), F.max("k").alias("k1"),
+                  F.min("o").alias("o0"), F.max("o").alias("o1")).collect())
+    found = []
+    for r in stats:
+        if (r.t0, r.k0) != (r.t1, r.k1):
+            raise _mixed(f"{r.t0}[{r.k0}]", f"{r.t1}[{r.k1}]")
+        found.append((int(r.p), int(r.n), origin_content(str(r.t0), int(r.k0), int(r.o0),
+                                                         int(r.o1), int(r.n))))
+    return found

@@ -1,0 +1,79 @@
+"""A pass fused into the exactly-once writer's tasks: the origin a task's rows are known
+by, and the pipeline's key/value split of its pass's output."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from gridstream.errors import SparkError
+from gridstream.spark._kafka_through import Through, origin_content
+
+
+def _rows(partitions: list[int], offsets: list[int], topics: list[str] | None = None,
+          ) -> pa.RecordBatch:
+    columns: dict[str, Any] = {"partition": pa.array(partitions, pa.int32()),
+                               "offset": pa.array(offsets, pa.int64()),
+                               "value": pa.array([b"v"] * len(offsets), pa.binary())}
+    if topics is not None:
+        columns["topic"] = topics
+    return pa.RecordBatch.from_pydict(columns)
+
+
+def _through(**kwargs: Any) -> Through:
+    def nothing(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[pa.RecordBatch, int]]:
+        yield from ()
+    return Through(nothing, "partition", "offset", **kwargs)
+
+
+def test_a_tasks_rows_are_known_by_their_topic_partition_offsets_and_count() -> None:
+    through = _through(topic="t")
+    batches = [_rows([2, 2], [7, 9]), _rows([], []), _rows([2], [12])]
+    assert through.content(iter(batches)) == origin_content("t", 2, 7, 12, 3) == \
+        "3:t[2]@7-12"
+    assert through.content(iter([])) == "0"
+    named = _through(topic_column="topic")
+    assert named.content(iter([_rows([0], [4], ["a"])])) == "1:a[0]@4-4"
+
+
+@pytest.mark.parametrize("batches", [
+    [_rows([0, 1], [1, 2])],                       # two partitions in a batch
+    [_rows([0], [1]), _rows([1], [2])],            # ... in two batches
+])
+def test_rows_of_two_partitions_in_one_task_are_refused(batches: list[pa.RecordBatch]) -> None:
+    with pytest.raises(SparkError, match="one Kafka topic-partition's records a task"):
+        _through(topic="t").content(iter(batches))
+
+
+def test_rows_of_two_topics_in_one_task_are_refused() -> None:
+    with pytest.raises(SparkError, match="spans a and b"):
+        _through(topic_column="topic").content(iter([_rows([0, 0], [1, 2], ["a", "b"])]))
+
+
+def test_the_origins_topic_is_a_column_or_one_name() -> None:
+    with pytest.raises(ValueError, match="topic column or its one topic"):
+        _through()
+    with pytest.raises(ValueError, match="topic column or its one topic"):
+        _through(topic="t", topic_column="topic")
+
+
+def test_the_pipelines_pass_gives_the_writer_key_and_value_and_counts_error_rows() -> None:
+    from gridstream.pipeline.kafka import _KeyValues
+
+    out = pa.RecordBatch.from_pydict({
+        "key": pa.array([b"a", None, b"c"], pa.binary()),
+        "value": pa.array([b"1", None, b"3"], pa.binary()),
+        "_gs_error": pa.array([None, "ValueError: x", None], pa.string()),
+        "_gs_stage": pa.array([None, "map#1", None], pa.string())})
+    clean = out.select(["key", "value"])
+
+    def the_pass(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from batches
+
+    got = list(_KeyValues(the_pass)(iter([out, clean])))
+    assert [(b.to_pylist(), n) for b, n in got] == [
+        ([{"key": b"a", "value": b"1"}, {"key": b"c", "value": b"3"}], 1),
+        (clean.to_pylist(), 0)]
