@@ -269,5 +269,5 @@ def _tail(flow: Flow, items: list[ItemStep], sink: Sink, context: RunContext,
     out = _item_pass(flow, items, sink, context, flawless)
     fused = out.last_pass is not None and sink.fuses(context)
     where.append(f"python pass {passes + 1}: {names}"
-                 + (", the exactly-once writer's produce (in the same task)" if fused else ""))
+                 + (", the writer's produce (in the same task)" if fused else ""))
     return Compiled(out, True, passes + 1, where)

@@ -342,13 +342,20 @@ class KafkaSink(Sink):
         return client_options(self.bootstrap, self.client.client_config())
 
     def fuses(self, context: RunContext) -> bool:
-        """Under ``EXACTLY_ONCE`` the writer's tasks run the sink's pass (one Python
-        pass a task); the dead-letter policy's routing stays in the JVM."""
-        return context.guarantee == Guarantee.EXACTLY_ONCE and context.errors != "dead_letter"
+        """Above ``NONE``, outside real-time mode (which refuses ``foreachBatch``), the
+        sink's pass runs in the writer's own tasks, which produce from Python: the
+        exactly-once writer's transactions, or at least once the worker's idempotent
+        producer (one Python pass a task, no rows back into the JVM); the dead-letter
+        policy's routing stays in the JVM."""
+        return (context.guarantee != Guarantee.NONE and context.errors != "dead_letter"
+                and not is_real_time(context.trigger))
 
     def start(self, flow: Flow, context: RunContext,
               on_batch: Callable[[int, dict[str, Any]], None]) -> StreamingQuery:
+        last = flow.last_pass if self.fuses(context) else None
         if context.guarantee != Guarantee.EXACTLY_ONCE:
+            if last is not None:
+                return self._start_at_least_once(last, context, on_batch)
             df = route_to_kafka(good_rows(observed(flow.df), context), context, self.topic)
             writer = df.writeStream.format("kafka").options(**self.producer_options())
             return configure(writer, context).start()
@@ -359,7 +366,6 @@ class KafkaSink(Sink):
         for owned in ("enable.idempotence", "acks", "transactional.id"):
             config.pop(owned, None)
         self.foreach_batch = True
-        last = flow.last_pass if self.fuses(context) else None
         self._writer = writer_ = KafkaExactlyOnceWriter(
             self.bootstrap, name=context.name, properties=config,
             topic=None if last is None else self.topic, transaction_timeout_ms=timeout,
@@ -370,17 +376,44 @@ class KafkaSink(Sink):
             result = writer_.write(batch_df, batch_id, through)
             counts: dict[str, Any] = {"written": result.written, "skipped": result.skipped}
             if through is not None:  # no JVM node after the pass counts them
-                counts[OBSERVED] = {"rows": result.written + result.skipped + result.dropped,
-                                    "errors": result.dropped}
+                counts[OBSERVED] = _counted(result.written + result.skipped, result.dropped)
             on_batch(batch_id, counts)
 
         df = route_to_kafka(good_rows(observed(flow.df), context), context, self.topic) \
             if last is None else last.input
         return configure(df.writeStream.foreachBatch(batch), context).start()
 
+    def _start_at_least_once(self, last: LastPass, context: RunContext,
+                             on_batch: Callable[[int, dict[str, Any]], None],
+                             ) -> StreamingQuery:
+        """The pass and the worker's idempotent producer in each task (``fuses``)."""
+        from gridstream.spark.kafka_through import check_producer, write_at_least_once
+        from gridstream.spark.kafka_writer import PRODUCER_DEFAULTS
+
+        properties = self.client.layered(PRODUCER_DEFAULTS,
+                                         {"bootstrap.servers": self.bootstrap})
+        # librdkafka gives up on a record after its delivery timeout: wait past it
+        flush_s = float(properties.get_str("delivery.timeout.ms") or
+                        properties.get_str("message.timeout.ms") or 300_000) / 1000 + 30
+        check_producer(properties)  # before the query starts: a bad property is said now
+        through = _through(last)
+        self.foreach_batch = True
+
+        def batch(batch_df: DataFrame, batch_id: int) -> None:
+            written, dropped = write_at_least_once(batch_df, through, properties,
+                                                   self.topic, flush_s)
+            on_batch(batch_id, {"written": written, OBSERVED: _counted(written, dropped)})
+
+        return configure(last.input.writeStream.foreachBatch(batch), context).start()
+
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
+
+
+def _counted(written: int, left_out: int) -> dict[str, int]:
+    """A fused batch's counts as the JVM would observe them after its pass."""
+    return {"rows": written + left_out, "errors": left_out}
 
 
 def _through(last: LastPass) -> Through:

@@ -28,21 +28,23 @@ import uuid
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from gridstream.errors import ConfigError
 from gridstream.kafka import KafkaProperties
 from gridstream.kafka.errors import error_of, kafka_error
 
 __all__ = ["claim", "close_producer", "discard", "idempotent", "new_producer",
-           "transactional"]
+           "transactional", "undelivered"]
 
 _LOCK = threading.Lock()
 _MAX_KEPT = 64
 """Producers a worker keeps at most (the oldest is closed beyond it)."""
 _TXN: dict[str, tuple[Producer, str]] = {}
 _PLAIN: dict[str, Producer] = {}
+_FAILED: dict[str, list[KafkaError]] = {}
 _OWNERS = Path(tempfile.gettempdir()) / "gridstream-txn-owners"
 
 
@@ -151,15 +153,34 @@ def transactional(properties: KafkaProperties, txn_id: str,
 def idempotent(properties: KafkaProperties) -> Producer:
     """This worker's idempotent (non-transactional) producer for ``properties``; its
     delivery callbacks are called for failed records only (``delivery.report.only.error``,
-    unless ``properties`` say otherwise): a callback per record cost ~1 µs."""
+    unless ``properties`` say otherwise): a callback per record cost ~1 µs. A record
+    produced without a callback of its own that fails is kept for ``undelivered``."""
     key = _fingerprint(properties)
     with _LOCK:
         producer = _PLAIN.get(key)
         if producer is None:
-            config = properties.client_config()
+            config: dict[str, Any] = properties.client_config()
             config.setdefault("delivery.report.only.error", True)  # reports of failures
+            failed = _FAILED[key] = []
+
+            def delivered(err: KafkaError | None, _msg: object) -> None:
+                if err is not None:
+                    failed.append(err)
+
+            config["on_delivery"] = delivered
             producer = _PLAIN[key] = Producer(config)
         return producer
+
+
+def undelivered(producer: Producer) -> list[KafkaError]:
+    """The delivery errors of ``idempotent``'s producer since the last call (taken)."""
+    with _LOCK:
+        for key, plain in _PLAIN.items():
+            if plain is producer:
+                failed = _FAILED[key]
+                taken, failed[:] = list(failed), []
+                return taken
+    return []
 
 
 def discard(producer: Producer) -> None:
@@ -172,6 +193,7 @@ def discard(producer: Producer) -> None:
         for key, plain in list(_PLAIN.items()):
             if plain is producer:
                 del _PLAIN[key]
+                _FAILED.pop(key, None)
     with contextlib.suppress(KafkaException, RuntimeError):
         close_producer(producer)
 

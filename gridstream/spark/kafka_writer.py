@@ -72,9 +72,9 @@ from gridstream.spark._kafka_slots import (
     run_task,
     transactional_id,
 )
-from gridstream.spark._kafka_through import Through, origin_contents
 from gridstream.spark._marker_scan import MarkerScan
 from gridstream.spark._producers import close_producer, new_producer
+from gridstream.spark.kafka_through import Through, origin_contents
 from gridstream.spark.triggers import parse_trigger
 
 if TYPE_CHECKING:

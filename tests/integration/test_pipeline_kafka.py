@@ -260,11 +260,13 @@ def test_the_sinks_pass_gives_back_only_the_columns_read_after_it(
     error, the stage, the origin and the raw bytes, which it then gives back. The pass
     reads the origin only for its error rows: it is given the origin's text only for
     dead letters, and otherwise its parts (partition and offset: the source reads one
-    topic)."""
+    topic). (``NONE``: Spark's Kafka sink writes, so the pass is a node of the plan;
+    above it the writer's tasks run the pass themselves, except for dead letters:
+    ``test_the_writers_tasks_run_the_sinks_pass``.)"""
     source, sink, dead = topic_factory(1), topic_factory(1), topic_factory(1)
     produce(kafka_bootstrap, source, [(b"a", b"1"), (b"b", b"2")])
     p = _number_pipeline(kafka_bootstrap, source, sink, f"lean-{errors.replace('_', '-')}")
-    job = p.job(trigger="available_now", guarantee=Guarantee.AT_LEAST_ONCE,
+    job = p.job(trigger="available_now", guarantee=Guarantee.NONE,
                 checkpoint=str(tmp_path / "ck"), errors=errors,
                 **({"dead_letter_topic": dead} if errors == "dead_letter" else {}))
     _, plan = _explained(job, spark, capsys)
@@ -286,28 +288,31 @@ def test_the_sinks_pass_gives_back_only_the_columns_read_after_it(
         assert "_gs_where" not in given, plan
 
 
-@pytest.mark.parametrize("topics", [1, 2])
-def test_exactly_once_runs_the_sinks_pass_in_the_writers_tasks(
+@pytest.mark.parametrize(("guarantee", "topics"), [
+    (Guarantee.EXACTLY_ONCE, 1), (Guarantee.EXACTLY_ONCE, 2), (Guarantee.AT_LEAST_ONCE, 1)])
+def test_the_writers_tasks_run_the_sinks_pass(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
-        capsys: pytest.CaptureFixture[str], topics: int) -> None:
-    """Under ``EXACTLY_ONCE`` the sink's pass straight over a Kafka source runs inside
-    the writer's tasks (one Python pass a task): the streaming query's plan has no
-    Python node, only the source's rows and the origin's parts (the topic among them
-    for a source of two topics); every record comes out once, each batch is reported."""
+        capsys: pytest.CaptureFixture[str], guarantee: Guarantee, topics: int) -> None:
+    """Above ``NONE`` the sink's pass straight over a Kafka source runs inside the
+    writer's tasks (one Python pass a task; they produce from Python: the exactly-once
+    writer's transactions, or the worker's idempotent producer): the streaming query's
+    plan has no Python node, only the source's rows and the origin's parts (the topic
+    among them for a source of two topics); every record comes out once, each batch is
+    reported."""
     sources, sink = [topic_factory(2) for _ in range(topics)], topic_factory(2)
     for n, source in enumerate(sources):
         produce(kafka_bootstrap, source, ((f"k{n}-{i}".encode(), str(i).encode())
                                           for i in range(300)))
-    p = Pipeline.create(name=f"fused-{topics}")
+    p = Pipeline.create(name=f"fused-{guarantee.lower()}-{topics}")
     (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), sources,
                                     max_offsets_per_trigger=250))
       .map(_numbers)
       .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
-    job = p.job(trigger="available_now", guarantee=Guarantee.EXACTLY_ONCE,
+    job = p.job(trigger="available_now", guarantee=guarantee,
                 checkpoint=str(tmp_path / "ck"))
     described, plan = _explained(job, spark, capsys)
     assert job.failure is None
-    assert "the exactly-once writer's produce (in the same task)" in described, described
+    assert "encode, the writer's produce (in the same task)" in described, described
     assert "MapInArrow" not in plan and "PythonUDF" not in plan, plan
     parts = ["_gs_origin_partition", "_gs_origin_offset"]
     assert all(part in plan for part in parts) and (

@@ -101,7 +101,7 @@ def test_a_batch_committed_in_part_writes_only_the_slots_left(
     in one transaction, as its task would): the re-run skips that slot wherever its
     rows are now and writes the others."""
     from gridstream.spark._kafka_slots import Marker, marker_key, marker_partition
-    from gridstream.spark._kafka_through import origin_content
+    from gridstream.spark.kafka_through import origin_content
 
     source, ends = _source(kafka_bootstrap, topic_factory, 300)
     sink = topic_factory(2)

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from gridstream.errors import SparkError
-from gridstream.spark._kafka_through import Through, origin_content
+from gridstream.spark.kafka_through import Through, origin_content
 
 
 def _rows(partitions: list[int], offsets: list[int], topics: list[str] | None = None,
@@ -77,3 +77,17 @@ def test_the_pipelines_pass_gives_the_writer_key_and_value_and_counts_error_rows
     assert [(b.to_pylist(), n) for b, n in got] == [
         ([{"key": b"a", "value": b"1"}, {"key": b"c", "value": b"3"}], 1),
         (clean.to_pylist(), 0)]
+
+
+def test_producer_properties_librdkafka_refuses_are_a_config_error_without_secrets() -> None:
+    from gridstream.errors import ConfigError
+    from gridstream.kafka import KafkaProperties
+    from gridstream.spark.kafka_through import check_producer
+
+    bad = KafkaProperties({"bootstrap.servers": "127.0.0.1:1", "buffer.memory": "5",
+                           "sasl.password": "hunter2-secret"})
+    with pytest.raises(ConfigError, match='No such configuration property: "buffer.memory"'
+                       ) as refused:
+        check_producer(bad)
+    assert "hunter2-secret" not in str(refused.value)
+    check_producer(KafkaProperties({"bootstrap.servers": "127.0.0.1:1", "linger.ms": 5}))

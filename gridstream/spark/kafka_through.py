@@ -1,10 +1,12 @@
-"""A Python pass fused into the exactly-once Kafka writer's tasks (``Through``).
+"""A Python pass fused into the Kafka writers' tasks (``Through``).
 
-A pipeline whose last Python pass feeds the writer would otherwise run two Python passes
-a task: the pass (``mapInArrow``), its rows back into the JVM, then the writer's own
-(``mapInArrow`` again, into a second Python worker) that produces them. Fused, the
-writer's task runs the pass over its input rows and produces what the pass gives, in
-the one Python worker.
+A pipeline whose last Python pass feeds the exactly-once writer would otherwise run two
+Python passes a task: the pass (``mapInArrow``), its rows back into the JVM, then the
+writer's own (``mapInArrow`` again, into a second Python worker) that produces them.
+Fused, the writer's task runs the pass over its input rows and produces what the pass
+gives, in the one Python worker. At least once, ``write_at_least_once`` does the same
+with the worker's idempotent producer, flushed before the task ends, instead of
+handing the pass's rows back to Spark's Kafka sink.
 
 The input rows are a Kafka source's (Spark plans one task per topic-partition offset
 range, the same range for a batch whatever run reads it: the offsets are in the
@@ -20,7 +22,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gridstream.errors import SparkError
+from gridstream.errors import ConfigError, KafkaClientError, SparkError
+from gridstream.kafka.errors import kafka_error
+from gridstream.spark import _producers, worker
 from gridstream.spark._produce_rows import produce_batch
 
 if TYPE_CHECKING:
@@ -28,7 +32,10 @@ if TYPE_CHECKING:
     from confluent_kafka import Producer
     from pyspark.sql import DataFrame
 
-__all__ = ["Through", "origin_content", "origin_contents"]
+    from gridstream.kafka import KafkaProperties
+
+__all__ = ["Through", "check_producer", "origin_content", "origin_contents",
+           "write_at_least_once"]
 
 Fused = Callable[[Iterator["pa.RecordBatch"]], Iterator[tuple["pa.RecordBatch", int]]]
 """A task's input batches → the rows to write (``key``, ``value``; optional ``topic``,
@@ -146,3 +153,66 @@ def origin_contents(df: DataFrame, through: Through) -> list[tuple[int, int, str
         found.append((int(r.p), int(r.n), origin_content(str(r.t0), int(r.k0), int(r.o0),
                                                          int(r.o1), int(r.n))))
     return found
+
+
+_COUNTS = "records LONG, dropped LONG"
+
+
+def check_producer(properties: KafkaProperties) -> None:
+    """``ConfigError`` for producer properties librdkafka refuses (on the driver, before
+    any task; the producer made to check them is closed at once)."""
+    from confluent_kafka import KafkaException, Producer
+
+    config = properties.client_config()
+    try:
+        _producers.close_producer(Producer(config))
+    except KafkaException as exc:
+        raise ConfigError("KafkaSinks.kafka: the writer's producer (confluent-kafka) refuses "
+                          f"its properties: {kafka_error('librdkafka', exc, config)}") from exc
+
+
+def write_at_least_once(df: DataFrame, through: Through, properties: KafkaProperties,
+                        topic: str, flush_s: float) -> tuple[int, int]:
+    """Each task of the batch ``df`` runs the pass and produces what it gives to
+    ``topic`` with its worker's idempotent producer (``properties``: layered, secrets
+    never printed), flushed before the task ends: a record not acknowledged within
+    ``flush_s`` fails the task (Spark's retry, or the query, writes the batch again:
+    at least once). Returns the records written and the rows left out."""
+    done = df.mapInArrow(lambda batches: _produce_task(through, properties, topic, flush_s,
+                                                       iter(batches)), _COUNTS).collect()
+    return sum(r.records for r in done), sum(r.dropped for r in done)
+
+
+def _produce_task(through: Through, properties: KafkaProperties, topic: str, flush_s: float,
+                  batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import pyarrow as pa
+    from confluent_kafka import KafkaException
+
+    worker.prepare()
+    try:
+        producer = _producers.idempotent(properties)
+    except KafkaException as exc:
+        raise kafka_error("invalid kafka producer configuration", exc,
+                          properties.client_config()) from exc
+    _producers.undelivered(producer)  # nothing of an earlier task counts
+    written = dropped = 0
+    try:
+        for rows, left_out in through.fn(batches):
+            produce_batch(producer, topic, rows)
+            written += rows.num_rows
+            dropped += left_out
+        left = producer.flush(flush_s)
+    except KafkaException as exc:
+        _producers.discard(producer)
+        raise kafka_error(f"cannot produce to {topic!r}", exc,
+                          properties.client_config()) from exc
+    failed = _producers.undelivered(producer)
+    if left or failed:
+        _producers.discard(producer)
+        first = failed[0] if failed else None
+        raise KafkaClientError(
+            f"{len(failed)} record(s) to {topic!r} not delivered and {left} still queued "
+            f"after {flush_s:g}s" + (f": {first.str()}" if first is not None else ""),
+            code=first.name() if first is not None else None)
+    yield pa.RecordBatch.from_pydict({"records": pa.array([written], pa.int64()),
+                                      "dropped": pa.array([dropped], pa.int64())})
