@@ -75,12 +75,23 @@ class Through:
               topic: str | None) -> tuple[str, int, int]:
         """The pass over the input; its rows produced (``Rows.write``)."""
         origin = _Origin(self)
+        written, dropped = self.produce(origin.tracked(batches), producer, topic)
+        return origin.text(), written, dropped
+
+    def produce(self, batches: Iterator[pa.RecordBatch], producer: Producer,
+                topic: str | None) -> tuple[int, int]:
+        """The pass over ``batches``, each of its batches produced: the records written
+        and the rows left out. A pass that leaves input unread fails (its rows would be
+        lost)."""
         written = dropped = 0
-        for rows, left_out in self.fn(origin.tracked(batches)):
+        for rows, left_out in self.fn(batches):
             produce_batch(producer, topic, rows)
             written += rows.num_rows
             dropped += left_out
-        return origin.text(), written, dropped
+        if any(batch.num_rows for batch in batches):
+            raise SparkError("the pass fused into the Kafka writer's task left input rows "
+                             "unread: refusing to lose them")
+        return written, dropped
 
 
 class _Origin:
@@ -195,12 +206,8 @@ def _produce_task(through: Through, properties: KafkaProperties, topic: str, flu
         raise kafka_error("invalid kafka producer configuration", exc,
                           properties.client_config()) from exc
     _producers.undelivered(producer)  # nothing of an earlier task counts
-    written = dropped = 0
     try:
-        for rows, left_out in through.fn(batches):
-            produce_batch(producer, topic, rows)
-            written += rows.num_rows
-            dropped += left_out
+        written, dropped = through.produce(batches, producer, topic)
         left = producer.flush(flush_s)
     except KafkaException as exc:
         _producers.discard(producer)

@@ -91,3 +91,23 @@ def test_producer_properties_librdkafka_refuses_are_a_config_error_without_secre
         check_producer(bad)
     assert "hunter2-secret" not in str(refused.value)
     check_producer(KafkaProperties({"bootstrap.servers": "127.0.0.1:1", "linger.ms": 5}))
+
+
+def test_a_pass_that_leaves_input_unread_fails_the_task() -> None:
+    """Its rows would never be written: the task fails instead."""
+    def first_only(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[pa.RecordBatch, int]]:
+        yield next(batches).select(["value"]), 0
+
+    class _Producer:
+        sent: list[object] = []
+
+        def produce(self, topic: str, value: object, key: object) -> None:
+            self.sent.append(value)
+
+    through = Through(first_only, "partition", "offset", topic="t")
+    batches = iter([_rows([0], [1]), _rows([0], [2])])
+    with pytest.raises(SparkError, match="left input rows unread"):
+        through.write(batches, _Producer(), "out")  # type: ignore[arg-type]
+    written, dropped = Through(first_only, "partition", "offset", topic="t").produce(
+        iter([_rows([0], [1]), _rows([], [])]), _Producer(), "out")  # type: ignore[arg-type]
+    assert (written, dropped) == (1, 0)
