@@ -5,20 +5,31 @@ Properties are Kafka's (``bootstrap.servers``, ``key.deserializer``, ``value.ser
 through to Spark's Kafka source and sink as ``kafka.<name>``; the (de)serializers come
 from ``gridstream.pipeline.serde``; ``auto.offset.reset`` says where a query with no
 checkpoint position starts. Under ``EXACTLY_ONCE`` the sink writes through
-``KafkaExactlyOnceWriter`` (``foreachBatch``), otherwise through Spark's Kafka sink.
+``KafkaExactlyOnceWriter`` (``foreachBatch``); under ``AT_LEAST_ONCE``, when its pass
+reads a Kafka source's rows (``KafkaSink.fuses``), through the pass's own tasks and
+their idempotent producer (``write_at_least_once``); otherwise through Spark's Kafka
+sink. Above ``NONE`` a fused pass runs in the writer's tasks.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from gridstream.errors import ConfigError
 from gridstream.kafka import KafkaProperties, redact
 from gridstream.kafka.config import lossy_producer_setting
 from gridstream.pipeline import serde
-from gridstream.pipeline.base import Flow, Guarantee, LastPass, RunContext, Sink, Source
+from gridstream.pipeline.base import (
+    ORIGIN_PARTS,
+    Flow,
+    Guarantee,
+    LastPass,
+    RunContext,
+    Sink,
+    Source,
+)
 from gridstream.pipeline.errors import route_to_kafka
 from gridstream.pipeline.serde._names import check_options
 from gridstream.pipeline.streaming import (
@@ -36,11 +47,10 @@ from gridstream.spark.kafka_source import (
 )
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from gridstream.spark.kafka_writer import Through
+    from gridstream.spark.kafka_through import Through
 
 __all__ = ["KafkaSink", "KafkaSinks", "KafkaSource", "KafkaSources", "Projection"]
 
@@ -219,7 +229,8 @@ class _ItemDecode:
 
 
 class KafkaSink(Sink):
-    """Spark's Kafka sink (``NONE``, ``AT_LEAST_ONCE``) or the exactly-once writer."""
+    """The exactly-once writer (``EXACTLY_ONCE``), the fused pass's idempotent producer
+    (``AT_LEAST_ONCE``, ``fuses``) or Spark's Kafka sink."""
 
     reads_where = False  # only a dead letter's headers do
 
@@ -390,14 +401,17 @@ class KafkaSink(Sink):
         from gridstream.spark.kafka_through import check_producer, write_at_least_once
         from gridstream.spark.kafka_writer import PRODUCER_DEFAULTS
 
-        properties = self.client.layered(PRODUCER_DEFAULTS,
-                                         {"bootstrap.servers": self.bootstrap})
-        # librdkafka gives up on a record after its delivery timeout: wait past it
-        flush_s = float(properties.get_str("delivery.timeout.ms") or
-                        properties.get_str("message.timeout.ms") or 300_000) / 1000 + 30
+        config = {k: v for k, v in self.client.items()  # no transactions at least once
+                  if k not in ("transactional.id", "transaction.timeout.ms")}
+        properties = KafkaProperties(config).layered(
+            PRODUCER_DEFAULTS, {"bootstrap.servers": self.bootstrap})
+        # librdkafka gives up on a record after its delivery timeout (0: never): wait
+        # past it
+        delivery_ms = float(properties.get_str("delivery.timeout.ms") or
+                            properties.get_str("message.timeout.ms") or 300_000)
+        flush_s = delivery_ms / 1000 + 30 if delivery_ms > 0 else None
         check_producer(properties)  # before the query starts: a bad property is said now
         through = _through(last)
-        self.foreach_batch = True
 
         def batch(batch_df: DataFrame, batch_id: int) -> None:
             written, dropped = write_at_least_once(batch_df, through, properties,
@@ -417,32 +431,12 @@ def _counted(written: int, left_out: int) -> dict[str, int]:
 
 
 def _through(last: LastPass) -> Through:
-    from gridstream.spark.kafka_writer import Through
+    from gridstream.spark.kafka_through import Through
 
-    topic_column = "_gs_origin_topic" if "_gs_origin_topic" in last.input.columns else None
-    return Through(_KeyValues(last.fn), "_gs_origin_partition", "_gs_origin_offset",
-                   topic_column, None if topic_column else last.origin_topic)
-
-
-class _KeyValues:
-    """The sink's pass as the exactly-once writer runs it: each output batch's key and
-    value, without the rows its error policy left out (``errors="log"``: counted)."""
-
-    def __init__(self, fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
-                 ) -> None:
-        self.fn = fn
-
-    def __call__(self, batches: Iterator[pa.RecordBatch],
-                 ) -> Iterator[tuple[pa.RecordBatch, int]]:
-        import pyarrow.compute as pc
-
-        for out in self.fn(batches):
-            dropped = 0
-            if "_gs_error" in out.schema.names and \
-                    out.column("_gs_error").null_count < out.num_rows:
-                kept = out.filter(pc.is_null(out.column("_gs_error")))
-                dropped, out = out.num_rows - kept.num_rows, kept
-            yield out.select(["key", "value"]), dropped
+    topic, partition, offset = ORIGIN_PARTS
+    topic_column = topic if topic in last.input.columns else None
+    return Through(serde.KeyValues(last.fn), partition, offset, topic_column,
+                   None if topic_column else last.origin_topic)
 
 
 class KafkaSources:

@@ -340,7 +340,9 @@ class PipelineJob(Runnable):
             extra = dict(self.batches.get(batch, {}))
             # a sink that runs the last pass in its own tasks counts its rows there
             counted = extra.pop(OBSERVED, None)
-            metrics = (data.get("observedMetrics") or {}).get(OBSERVED) or counted or {}
+            # (not an idle trigger's progress, which carries the id of the batch after it)
+            metrics = (data.get("observedMetrics") or {}).get(OBSERVED) or (
+                counted if rows_in else None) or {}
             if rows_in == 0 and not metrics:
                 continue  # an idle trigger's progress carries the id the next batch runs as
             self._last_batch = batch

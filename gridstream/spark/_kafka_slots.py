@@ -49,18 +49,22 @@ class Marker:
     slots: int
     records: int
     content: str
+    dropped: int = 0
+    """Rows of its input a fused pass's error policy left out (``errors="log"``)."""
 
     def encode(self) -> bytes:
         return orjson.dumps({"query": self.query, "slot": self.slot, "batch": self.batch,
                              "slots": self.slots, "records": self.records,
-                             "content": self.content, "ts": int(time.time() * 1000)})
+                             "content": self.content, "dropped": self.dropped,
+                             "ts": int(time.time() * 1000)})
 
     @classmethod
     def decode(cls, value: bytes) -> Marker:
         try:
             raw = orjson.loads(value)
             return cls(str(raw["query"]), int(raw["slot"]), int(raw["batch"]),
-                       int(raw["slots"]), int(raw["records"]), str(raw["content"]))
+                       int(raw["slots"]), int(raw["records"]), str(raw["content"]),
+                       int(raw.get("dropped", 0)))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise SparkError("malformed commit marker in the marker topic") from exc
 
@@ -224,10 +228,11 @@ class SlotTxn:
             self.fail()
             raise
 
-    def commit(self, records: int, slots: int | None = None) -> None:
+    def commit(self, records: int, slots: int | None = None, dropped: int = 0) -> None:
         plan = self.plan
         done = Marker(plan.query_id, self.slot, plan.batch_id,
-                      len(plan.slots) if slots is None else slots, records, self.content)
+                      len(plan.slots) if slots is None else slots, records, self.content,
+                      dropped)
         with self.failing():
             # the marker partition joins the transaction only at its end (a reader of it
             # waits for the transaction's end); a fenced producer fails at the latest in
@@ -385,21 +390,27 @@ def run_task(plan: SlotPlan, batches: Iterator[pa.RecordBatch], rows: Rows | Non
     txn = open_slot(plan, slot, content)
     if txn is None:  # an earlier run committed the slot: check its rows, write nothing
         _check(plan, content, rows.content(batches))
-        yield _result(slot, _committed_records(plan, slot), True)
+        yield _skipped(slot, _committed(plan, slot))
         return
     with txn.failing():
-        written, records, dropped = rows.write(batches, txn.producer, plan.topic)
-        _check(plan, content, written)
-    txn.commit(records)
+        found_content, records, dropped = rows.write(batches, txn.producer, plan.topic)
+        _check(plan, content, found_content)
+    txn.commit(records, dropped=dropped)
     yield _result(slot, records, False, dropped)
 
 
-def _committed_records(plan: SlotPlan, slot: int) -> int:
-    """The records the marker of a slot found committed says it wrote."""
+def _committed(plan: SlotPlan, slot: int) -> Marker | None:
+    """The marker ``open_slot`` found the slot committed by (its reader's, or the
+    driver's)."""
     key = marker_key(plan.query_id, slot)
     value = _reader(plan, slot).values.get(key) if plan.check or _is_retry() else None
-    marker = _newest(plan.committed.get(slot), None if value is None else Marker.decode(value))
-    return 0 if marker is None else marker.records
+    return _newest(plan.committed.get(slot), None if value is None else Marker.decode(value))
+
+
+def _skipped(slot: int, marker: Marker | None) -> pa.RecordBatch:
+    """A slot an earlier run committed: what its marker says it wrote and left out."""
+    return _result(slot, 0 if marker is None else marker.records, True,
+                   0 if marker is None else marker.dropped)
 
 
 def _run_partitioned(plan: SlotPlan, slot: int, batches: Iterator[pa.RecordBatch],
@@ -422,11 +433,11 @@ def _run_partitioned(plan: SlotPlan, slot: int, batches: Iterator[pa.RecordBatch
         if marker is not None and marker.batch >= plan.batch_id:
             txn.fail()  # nothing produced in it: the earlier attempt committed the slot
             decide(marker, plan.batch_id, None, None, rows.content(given))  # refuses any other
-            yield _result(slot, marker.records, True)
+            yield _skipped(slot, marker)
             return
     with txn.failing():
         txn.content, records, dropped = rows.write(given, txn.producer, plan.topic)
-    txn.commit(records, slots=0)
+    txn.commit(records, slots=0, dropped=dropped)
     yield _result(slot, records, False, dropped)
 
 

@@ -32,12 +32,12 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from gridstream.errors import ConfigError
+from gridstream.errors import ConfigError, KafkaClientError
 from gridstream.kafka import KafkaProperties
 from gridstream.kafka.errors import error_of, kafka_error
 
 __all__ = ["claim", "close_producer", "discard", "idempotent", "new_producer",
-           "transactional", "undelivered"]
+           "flush_delivered", "transactional", "undelivered"]
 
 _LOCK = threading.Lock()
 _MAX_KEPT = 64
@@ -170,6 +170,28 @@ def idempotent(properties: KafkaProperties) -> Producer:
             config["on_delivery"] = delivered
             producer = _PLAIN[key] = Producer(config)
         return producer
+
+
+def flush_delivered(producer: Producer, timeout_s: float | None, what: str,
+                    config: dict[str, Any]) -> None:
+    """Flush ``idempotent``'s producer (``timeout_s`` None: until librdkafka's own
+    delivery timeout settles every record); ``KafkaClientError`` (the producer dropped
+    from the pool) when a record since the last ``undelivered`` failed or is still
+    queued. ``what`` names the writer in the message; ``config`` scrubs secrets."""
+    try:
+        left = producer.flush() if timeout_s is None else producer.flush(timeout_s)
+    except KafkaException as exc:
+        discard(producer)
+        raise kafka_error(f"{what}: flush failed", exc, config) from exc
+    failed = undelivered(producer)
+    if left or failed:
+        discard(producer)
+        first = failed[0] if failed else None
+        waited = "" if timeout_s is None else f" after {timeout_s:g}s"
+        raise KafkaClientError(
+            f"{what}: {len(failed)} record(s) not delivered and {left} still queued{waited}"
+            + (f": {first.str()}" if first is not None else ""),
+            code=first.name() if first is not None else None)
 
 
 def undelivered(producer: Producer) -> list[KafkaError]:

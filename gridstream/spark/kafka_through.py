@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gridstream.errors import ConfigError, KafkaClientError, SparkError
+from gridstream.errors import ConfigError, SparkError
 from gridstream.kafka.errors import kafka_error
 from gridstream.spark import _producers, worker
 from gridstream.spark._produce_rows import produce_batch
@@ -183,43 +183,41 @@ def check_producer(properties: KafkaProperties) -> None:
 
 
 def write_at_least_once(df: DataFrame, through: Through, properties: KafkaProperties,
-                        topic: str, flush_s: float) -> tuple[int, int]:
+                        topic: str, flush_s: float | None) -> tuple[int, int]:
     """Each task of the batch ``df`` runs the pass and produces what it gives to
     ``topic`` with its worker's idempotent producer (``properties``: layered, secrets
     never printed), flushed before the task ends: a record not acknowledged within
-    ``flush_s`` fails the task (Spark's retry, or the query, writes the batch again:
-    at least once). Returns the records written and the rows left out."""
+    ``flush_s`` (None: librdkafka's own delivery timeout) fails the task (Spark's retry,
+    or the query, writes the batch again: at least once). Returns the records written
+    and the rows left out."""
     done = df.mapInArrow(lambda batches: _produce_task(through, properties, topic, flush_s,
                                                        iter(batches)), _COUNTS).collect()
     return sum(r.records for r in done), sum(r.dropped for r in done)
 
 
-def _produce_task(through: Through, properties: KafkaProperties, topic: str, flush_s: float,
-                  batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _produce_task(through: Through, properties: KafkaProperties, topic: str,
+                  flush_s: float | None, batches: Iterator[pa.RecordBatch],
+                  ) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
     from confluent_kafka import KafkaException
 
     worker.prepare()
+    config = properties.client_config()
     try:
         producer = _producers.idempotent(properties)
     except KafkaException as exc:
-        raise kafka_error("invalid kafka producer configuration", exc,
-                          properties.client_config()) from exc
+        raise kafka_error("invalid kafka producer configuration", exc, config) from exc
     _producers.undelivered(producer)  # nothing of an earlier task counts
     try:
         written, dropped = through.produce(batches, producer, topic)
-        left = producer.flush(flush_s)
     except KafkaException as exc:
         _producers.discard(producer)
-        raise kafka_error(f"cannot produce to {topic!r}", exc,
-                          properties.client_config()) from exc
-    failed = _producers.undelivered(producer)
-    if left or failed:
+        raise kafka_error(f"cannot produce to {topic!r}", exc, config) from exc
+    except BaseException:
+        # the task fails (a row under errors="fail", the user's pass): what it queued
+        # goes with the producer, not into the next task's flush
         _producers.discard(producer)
-        first = failed[0] if failed else None
-        raise KafkaClientError(
-            f"{len(failed)} record(s) to {topic!r} not delivered and {left} still queued "
-            f"after {flush_s:g}s" + (f": {first.str()}" if first is not None else ""),
-            code=first.name() if first is not None else None)
+        raise
+    _producers.flush_delivered(producer, flush_s, f"the writer of {topic!r}", config)
     yield pa.RecordBatch.from_pydict({"records": pa.array([written], pa.int64()),
                                       "dropped": pa.array([dropped], pa.int64())})

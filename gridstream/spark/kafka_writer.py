@@ -34,6 +34,11 @@ content a marker of the batch holds that marker's slot (its task skips it) and t
 others the slots no marker holds (``match_slots``). Every task reads its marker again
 before it writes.
 
+With a ``Through`` (``gridstream.spark.kafka_through``) the batch is a Kafka source's rows
+and each task runs a Python pass over them and writes what it gives: its content is
+then the origin of its input (topic-partition, offsets, count) instead of hash sums,
+and the ranking pass counts origins in the JVM; the protocol is the same.
+
 Assumption: a batch id always holds the same rows (true for Kafka sources, whose
 offsets for each batch are in the checkpoint). A re-run whose rows differ is refused
 (``SparkError``), never silently duplicated or dropped. The protocol and its crash

@@ -80,7 +80,7 @@ def _number_pipeline(bootstrap: str, source: str, sink: str, name: str,
     return p
 
 
-@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])
+@pytest.mark.parametrize("guarantee", list(Guarantee))
 def test_a_failing_step_fails_the_query_with_a_record_error(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
         guarantee: Guarantee) -> None:
@@ -119,12 +119,12 @@ def test_a_failing_row_of_a_source_reading_two_topics_is_named_by_its_own_topic(
     assert "RecordError" in text and f"{second}[0]@3" in text and "map#1" in text, text
 
 
-@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])
+@pytest.mark.parametrize("guarantee", list(Guarantee))
 def test_log_skips_and_counts_the_failing_rows(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path,
         guarantee: Guarantee) -> None:
-    """Counted after the pass in the JVM (at-least-once), or by the exactly-once
-    writer's tasks, which run the pass themselves."""
+    """Counted after the pass in the JVM (``NONE``: Spark's Kafka sink), or above it by
+    the writer's tasks, which run the pass themselves."""
     source, sink = topic_factory(2), topic_factory(1)
     _with_bad(kafka_bootstrap, source, 100, {3, 50, 99})
     p = _number_pipeline(kafka_bootstrap, source, sink, f"log-{guarantee.lower()}")
@@ -314,6 +314,8 @@ def test_the_writers_tasks_run_the_sinks_pass(
     assert job.failure is None
     assert "encode, the writer's produce (in the same task)" in described, described
     assert "MapInArrow" not in plan and "PythonUDF" not in plan, plan
+    # nothing the pass does not read: no event time, no raw bytes, no origin text
+    assert "_gs_ts" not in plan and "_gs_raw" not in plan and "_gs_where" not in plan, plan
     parts = ["_gs_origin_partition", "_gs_origin_offset"]
     assert all(part in plan for part in parts) and (
         ("_gs_origin_topic" in plan) == (topics > 1)), plan

@@ -130,6 +130,19 @@ def test_a_batch_committed_in_part_writes_only_the_slots_left(
     assert _doubled(kafka_bootstrap, sink) == sorted(2 * i for i in range(300))
 
 
+def _ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's end: records written, committed or not (and markers)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex})
+    try:
+        parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30,
+                                                  cached=False)[1] for p in parts}
+    finally:
+        consumer.close()
+
+
 def test_a_rerun_over_other_offsets_is_refused_before_any_task_writes(
         spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
     source, ends = _source(kafka_bootstrap, topic_factory, 300)
@@ -137,8 +150,10 @@ def test_a_rerun_over_other_offsets_is_refused_before_any_task_writes(
     writer = _writer(kafka_bootstrap, sink)
     shorter = {p: max(end - 10, 1) for p, end in ends.items()}
     done = writer.write(_batch(spark, kafka_bootstrap, source, shorter), 0, _through())
+    before = _ends(kafka_bootstrap, sink)
     with pytest.raises(SparkError, match="another slot layout"):
         writer.write(_batch(spark, kafka_bootstrap, source, ends), 0, _through())
+    assert _ends(kafka_bootstrap, sink) == before   # not even an aborted write
     seen, records = read_all(kafka_bootstrap, sink)
     assert records == done.written == sum(shorter.values())
 

@@ -26,10 +26,10 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from gridstream.errors import KafkaClientError, SparkError
+from gridstream.errors import SparkError
 from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import kafka_error
@@ -130,7 +130,6 @@ class ProducingRows:
         self.skipped_slot = False
         self._txn: SlotTxn | None = None
         self._producer: Producer | None = None
-        self._failed: list[KafkaError] = []
         self._topics: set[str] = set()
         """Topics known to exist (checked once per partition, created once per worker)."""
 
@@ -171,16 +170,11 @@ class ProducingRows:
             self._topics.add(topic)
         heads: list[tuple[str, str | bytes | None]] | None = list(headers) if headers else None
         try:  # a transaction's commit fails if a record of it failed: no report needed
-            produce_waiting(producer, topic, value, key, headers=heads,
-                            on_delivery=None if self._txn is not None else self._delivered)
+            produce_waiting(producer, topic, value, key, headers=heads)
         except KafkaException as exc:
             raise kafka_error(f"slot {self.slot}: cannot produce to {topic!r}", exc,
                               self.properties.client_config()) from exc
         self.written += 1
-
-    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            self._failed.append(err)
 
     def _open(self) -> Producer | None:
         if self._producer is not None:
@@ -188,6 +182,7 @@ class ProducingRows:
         if self.plan is None:
             try:
                 self._producer = _producers.idempotent(self.properties)
+                _producers.undelivered(self._producer)  # an earlier partition's are not ours
             except KafkaException as exc:
                 raise kafka_error("invalid kafka producer configuration", exc,
                                   self.properties.client_config()) from exc
@@ -221,17 +216,5 @@ class ProducingRows:
                 "committed_earlier": self.skipped_slot}
 
     def _flush(self, producer: Producer) -> None:
-        try:
-            left = producer.flush(self.spec.timeout_s)
-        except KafkaException as exc:
-            _producers.discard(producer)
-            raise kafka_error(f"slot {self.slot}: flush failed", exc,
-                              self.properties.client_config()) from exc
-        if left or self._failed:
-            _producers.discard(producer)
-            first = self._failed[0] if self._failed else None
-            raise KafkaClientError(
-                f"slot {self.slot}: {len(self._failed)} record(s) not delivered and {left} "
-                f"still queued after {self.spec.timeout_s:g}s"
-                + (f": {first.str()}" if first is not None else ""),
-                code=first.name() if first is not None else None)
+        _producers.flush_delivered(producer, self.spec.timeout_s, f"slot {self.slot}",
+                                   self.properties.client_config())

@@ -20,6 +20,7 @@ from gridstream.pipeline.serde._columns import (
 from gridstream.pipeline.serde._encode import (
     ArrowEncode,
     KeySplit,
+    KeyValues,
     RowEncode,
     encode_pair,
     split_item,
@@ -27,5 +28,5 @@ from gridstream.pipeline.serde._encode import (
 from gridstream.pipeline.serde._names import deserializer, known_names, serializer
 
 __all__ = ["ArrowDecode", "ArrowEncode", "DecodeError", "Decoded", "Deserializer", "KeySplit",
-           "PythonDecode", "RowEncode", "Serializer", "decode_columns", "deserializer",
-           "encode_pair", "known_names", "serializer", "split_item"]
+           "KeyValues", "PythonDecode", "RowEncode", "Serializer", "decode_columns",
+           "deserializer", "encode_pair", "known_names", "serializer", "split_item"]

@@ -1,12 +1,13 @@
 """The Kafka sink's tail in its Python pass: an item split into its key and value
 (``KeySplit``), then encoded row by row (``RowEncode``) or a batch's columns at once
-(``ArrowEncode``). Small picklable objects: a pass that ends in them ships none of the
+(``ArrowEncode``); the pass's batches as a writer that runs it takes them
+(``KeyValues``). Small picklable objects: a pass that ends in them ships none of the
 sink (its client settings stay in the driver) and its workers import none of the Kafka
 client modules."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import INFRASTRUCTURE, CodecError
@@ -15,7 +16,7 @@ from gridstream.pipeline.serde._base import Serializer
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ArrowEncode", "KeySplit", "RowEncode", "encode_pair", "split_item"]
+__all__ = ["ArrowEncode", "KeySplit", "KeyValues", "RowEncode", "encode_pair", "split_item"]
 
 
 class KeySplit:
@@ -97,3 +98,25 @@ class ArrowEncode:
                     failed.setdefault(row, exc)
             arrays.append(pa.array(encoded, pa.binary()))
         return arrays, failed
+
+
+class KeyValues:
+    """The Kafka sink's pass as a writer that runs it in its own tasks takes it: each
+    output batch's key and value, without the rows its error policy left out
+    (``errors="log"``: counted, as the JVM counts them after a pass of its own)."""
+
+    def __init__(self, fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+                 ) -> None:
+        self.fn = fn
+
+    def __call__(self, batches: Iterator[pa.RecordBatch],
+                 ) -> Iterator[tuple[pa.RecordBatch, int]]:
+        import pyarrow.compute as pc
+
+        for out in self.fn(batches):
+            dropped = 0
+            if "_gs_error" in out.schema.names and \
+                    out.column("_gs_error").null_count < out.num_rows:
+                kept = out.filter(pc.is_null(out.column("_gs_error")))
+                dropped, out = out.num_rows - kept.num_rows, kept
+            yield out.select(["key", "value"]), dropped

@@ -61,7 +61,7 @@ def test_the_origins_topic_is_a_column_or_one_name() -> None:
 
 
 def test_the_pipelines_pass_gives_the_writer_key_and_value_and_counts_error_rows() -> None:
-    from gridstream.pipeline.kafka import _KeyValues
+    from gridstream.pipeline.serde import KeyValues
 
     out = pa.RecordBatch.from_pydict({
         "key": pa.array([b"a", None, b"c"], pa.binary()),
@@ -73,7 +73,7 @@ def test_the_pipelines_pass_gives_the_writer_key_and_value_and_counts_error_rows
     def the_pass(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from batches
 
-    got = list(_KeyValues(the_pass)(iter([out, clean])))
+    got = list(KeyValues(the_pass)(iter([out, clean])))
     assert [(b.to_pylist(), n) for b, n in got] == [
         ([{"key": b"a", "value": b"1"}, {"key": b"c", "value": b"3"}], 1),
         (clean.to_pylist(), 0)]
@@ -108,6 +108,32 @@ def test_a_pass_that_leaves_input_unread_fails_the_task() -> None:
     batches = iter([_rows([0], [1]), _rows([0], [2])])
     with pytest.raises(SparkError, match="left input rows unread"):
         through.write(batches, _Producer(), "out")  # type: ignore[arg-type]
+    assert _Producer.sent == [b"v"]
     written, dropped = Through(first_only, "partition", "offset", topic="t").produce(
         iter([_rows([0], [1]), _rows([], [])]), _Producer(), "out")  # type: ignore[arg-type]
-    assert (written, dropped) == (1, 0)
+    assert (written, dropped) == (1, 0) and _Producer.sent == [b"v", b"v"]
+
+
+def test_an_at_least_once_task_whose_records_are_not_delivered_fails() -> None:
+    """No broker answers: the flush finds the records failed (librdkafka's delivery
+    timeout) and the task fails with the client's error; the failed producer is not
+    kept for the next task."""
+    from gridstream.errors import KafkaClientError
+    from gridstream.kafka import KafkaProperties
+    from gridstream.spark import _producers
+    from gridstream.spark.kafka_through import _produce_task
+
+    def values(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[pa.RecordBatch, int]]:
+        for batch in batches:
+            yield batch.select(["value"]), 0
+
+    properties = KafkaProperties({"bootstrap.servers": "127.0.0.1:1",
+                                  "message.timeout.ms": 300, "sasl.password": "hunter2-x"})
+    through = Through(values, "partition", "offset", topic="t")
+    with pytest.raises(KafkaClientError,
+                       match=r"the writer of 'out': 2 record\(s\) not delivered") as failed:
+        list(_produce_task(through, properties, "out", 10.0,
+                           iter([_rows([0, 0], [1, 2])])))
+    assert "hunter2-x" not in str(failed.value)
+    assert not _producers._PLAIN   # dropped from the pool
+

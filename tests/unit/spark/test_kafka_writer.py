@@ -27,6 +27,16 @@ def _marker(batch: int, slots: int = 4, records: int = 10) -> Marker:
 def test_marker_round_trips() -> None:
     marker = _marker(7)
     assert Marker.decode(marker.encode()) == marker
+    left_out = Marker("q-1", 2, 7, 0, 8, "10:t[0]@0-9", dropped=2)
+    assert Marker.decode(left_out.encode()) == left_out
+
+
+def test_a_marker_written_before_it_counted_left_out_rows_reads_none() -> None:
+    import orjson
+
+    old = orjson.dumps({"query": "q", "slot": 1, "batch": 3, "slots": 0, "records": 5,
+                        "content": "5:a:b", "ts": 1})
+    assert Marker.decode(old) == Marker("q", 1, 3, 0, 5, "5:a:b", 0)
 
 
 @pytest.mark.parametrize("value", [b"not json", b"{}", b'{"query": "q", "slot": "x"}'])
