@@ -370,6 +370,7 @@ class KafkaSink(Sink):
             df = route_to_kafka(good_rows(observed(flow.df), context), context, self.topic)
             writer = df.writeStream.format("kafka").options(**self.producer_options())
             return configure(writer, context).start()
+        from gridstream.spark.kafka_through import check_producer
         from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
 
         config = dict(self.client.client_config())
@@ -381,6 +382,7 @@ class KafkaSink(Sink):
             self.bootstrap, name=context.name, properties=config,
             topic=None if last is None else self.topic, transaction_timeout_ms=timeout,
             trigger=None if context.trigger in (None, "available_now") else context.trigger)
+        check_producer(writer_.properties)  # a bad property is said before the query starts
         through = None if last is None else _through(last)
 
         def batch(batch_df: DataFrame, batch_id: int) -> None:
@@ -394,17 +396,24 @@ class KafkaSink(Sink):
             if last is None else last.input
         return configure(df.writeStream.foreachBatch(batch), context).start()
 
+    def at_least_once_properties(self) -> KafkaProperties:
+        """The fused pass's idempotent producer's: the sink's properties (secrets kept)
+        over the exactly-once writer's defaults, without the transactional ones."""
+        from gridstream.spark.kafka_writer import PRODUCER_DEFAULTS
+
+        # the secrets revealed here are wrapped again by KafkaProperties
+        config = {k: v for k, v in self.client.client_config().items()
+                  if k not in ("transactional.id", "transaction.timeout.ms")}
+        return KafkaProperties(config).layered(PRODUCER_DEFAULTS,
+                                               {"bootstrap.servers": self.bootstrap})
+
     def _start_at_least_once(self, last: LastPass, context: RunContext,
                              on_batch: Callable[[int, dict[str, Any]], None],
                              ) -> StreamingQuery:
         """The pass and the worker's idempotent producer in each task (``fuses``)."""
         from gridstream.spark.kafka_through import check_producer, write_at_least_once
-        from gridstream.spark.kafka_writer import PRODUCER_DEFAULTS
 
-        config = {k: v for k, v in self.client.items()  # no transactions at least once
-                  if k not in ("transactional.id", "transaction.timeout.ms")}
-        properties = KafkaProperties(config).layered(
-            PRODUCER_DEFAULTS, {"bootstrap.servers": self.bootstrap})
+        properties = self.at_least_once_properties()
         # librdkafka gives up on a record after its delivery timeout (0: never): wait
         # past it
         delivery_ms = float(properties.get_str("delivery.timeout.ms") or

@@ -165,7 +165,8 @@ def idempotent(properties: KafkaProperties) -> Producer:
 
             def delivered(err: KafkaError | None, _msg: object) -> None:
                 if err is not None:
-                    failed.append(err)
+                    with _LOCK:
+                        failed.append(err)
 
             config["on_delivery"] = delivered
             producer = _PLAIN[key] = Producer(config)
@@ -184,6 +185,9 @@ def flush_delivered(producer: Producer, timeout_s: float | None, what: str,
         discard(producer)
         raise kafka_error(f"{what}: flush failed", exc, config) from exc
     failed = undelivered(producer)
+    if failed is None:  # dropped from the pool meanwhile: its failures cannot be told
+        raise KafkaClientError(f"{what}: the producer was closed before its records were "
+                               "acknowledged", code=None)
     if left or failed:
         discard(producer)
         first = failed[0] if failed else None
@@ -194,15 +198,16 @@ def flush_delivered(producer: Producer, timeout_s: float | None, what: str,
             code=first.name() if first is not None else None)
 
 
-def undelivered(producer: Producer) -> list[KafkaError]:
-    """The delivery errors of ``idempotent``'s producer since the last call (taken)."""
+def undelivered(producer: Producer) -> list[KafkaError] | None:
+    """The delivery errors of ``idempotent``'s producer since the last call (taken);
+    None for a producer no longer in the pool (its failures are not known)."""
     with _LOCK:
         for key, plain in _PLAIN.items():
             if plain is producer:
                 failed = _FAILED[key]
                 taken, failed[:] = list(failed), []
                 return taken
-    return []
+    return None
 
 
 def discard(producer: Producer) -> None:

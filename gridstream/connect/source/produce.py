@@ -200,6 +200,9 @@ class ProducingRows:
         if self._txn is not None:
             self._txn.fail()
             self._txn = None
+        elif self._producer is not None:  # what it queued goes with it, not to the next
+            _producers.discard(self._producer)
+            self._producer = None
 
     def finish(self) -> dict[str, Any]:
         """End the slot (commit, abort on a stopping error, or flush) and report."""

@@ -137,3 +137,41 @@ def test_an_at_least_once_task_whose_records_are_not_delivered_fails() -> None:
     assert "hunter2-x" not in str(failed.value)
     assert not _producers._PLAIN   # dropped from the pool
 
+
+
+def test_the_at_least_once_producer_keeps_the_sinks_secrets_and_no_transaction() -> None:
+    """The secrets reach the producer as they are (a masked ``***`` would fail to
+    authenticate, after the delivery timeout), and never its repr."""
+    from gridstream.pipeline import KafkaSinks
+
+    sink = KafkaSinks.kafka({"bootstrap.servers": "b:9092", "sasl.password": "hunter2-y",
+                             "transactional.id": "x", "transaction.timeout.ms": 9000,
+                             "linger.ms": 20}, "out")
+    properties = sink.at_least_once_properties()
+    config = properties.client_config()
+    assert config["sasl.password"] == "hunter2-y" and config["linger.ms"] == 20
+    assert config["bootstrap.servers"] == "b:9092" and config["acks"] == "all"
+    assert "transactional.id" not in config and "transaction.timeout.ms" not in config
+    assert "hunter2-y" not in repr(properties)
+
+
+def test_a_producer_dropped_from_the_pool_before_its_flush_fails_it() -> None:
+    """Its records' failures can no longer be told: never taken as delivered."""
+    from gridstream.errors import KafkaClientError
+    from gridstream.kafka import KafkaProperties
+    from gridstream.spark import _producers
+
+    properties = KafkaProperties({"bootstrap.servers": "127.0.0.1:1"})
+    producer = _producers.idempotent(properties)
+    assert _producers.undelivered(producer) == []
+    _producers.discard(producer)
+    assert _producers.undelivered(producer) is None
+    with pytest.raises(KafkaClientError, match="closed before its records were acknowledged"):
+        _producers.flush_delivered(_Flushed(), 1.0, "the writer", {})
+
+
+class _Flushed:
+    """A producer that flushed everything (and is in no pool)."""
+
+    def flush(self, timeout: float | None = None) -> int:
+        return 0
