@@ -109,6 +109,7 @@ def test_at_least_once_fails_when_records_stay_undelivered(
     producer = _Producer(undelivered=3)
     monkeypatch.setattr(produce._producers, "idempotent", lambda props: producer)
     monkeypatch.setattr(produce._producers, "discard", lambda p: None)
+    monkeypatch.setattr(produce._producers, "undelivered", lambda p: [])  # none failed
     monkeypatch.setattr(produce, "_ensure_topic", lambda props, topic, parts: None)
     spec = produce.SinkSpec(False, "", "", 1, 5.0, 5.0)
     rows = produce.ProducingRows(spec, PROPS, None, 0, "origin", None)
@@ -263,3 +264,20 @@ def test_a_quiet_grid_is_not_checked_again_before_its_back_off_ends(
     for _ in range(3):
         reader.latestOffset(moved.to_dict())
     assert len(plans) == 7
+
+
+def test_a_failed_at_least_once_partition_drops_its_producer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What it queued goes with it: the next partition's flush does not wait for those
+    records or take their failures."""
+    producer = _Producer(undelivered=0)
+    dropped: list[object] = []
+    monkeypatch.setattr(produce._producers, "idempotent", lambda props: producer)
+    monkeypatch.setattr(produce._producers, "undelivered", lambda p: [])
+    monkeypatch.setattr(produce._producers, "discard", dropped.append)
+    monkeypatch.setattr(produce, "_ensure_topic", lambda props, topic, parts: None)
+    spec = produce.SinkSpec(False, "", "", 1, 5.0, 5.0)
+    rows = produce.ProducingRows(spec, PROPS, None, 0, "origin", None)
+    rows.add("t", b"k", b"v", None, "ok", "c")
+    rows.fail()
+    assert dropped == [producer]
