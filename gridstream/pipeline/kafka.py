@@ -22,7 +22,6 @@ from gridstream.kafka import KafkaProperties, redact
 from gridstream.kafka.config import lossy_producer_setting
 from gridstream.pipeline import serde
 from gridstream.pipeline.base import (
-    ORIGIN_PARTS,
     Flow,
     Guarantee,
     LastPass,
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from gridstream.spark.kafka_through import Through
 
 __all__ = ["KafkaSink", "KafkaSinks", "KafkaSource", "KafkaSources", "Projection"]
 
@@ -370,6 +368,7 @@ class KafkaSink(Sink):
             df = route_to_kafka(good_rows(observed(flow.df), context), context, self.topic)
             writer = df.writeStream.format("kafka").options(**self.producer_options())
             return configure(writer, context).start()
+        from gridstream.pipeline._fused import counted, fused_through
         from gridstream.spark.kafka_through import check_producer
         from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
 
@@ -383,13 +382,13 @@ class KafkaSink(Sink):
             topic=None if last is None else self.topic, transaction_timeout_ms=timeout,
             trigger=None if context.trigger in (None, "available_now") else context.trigger)
         check_producer(writer_.properties)  # a bad property is said before the query starts
-        through = None if last is None else _through(last)
+        through = None if last is None else fused_through(last)
 
         def batch(batch_df: DataFrame, batch_id: int) -> None:
             result = writer_.write(batch_df, batch_id, through)
             counts: dict[str, Any] = {"written": result.written, "skipped": result.skipped}
             if through is not None:  # no JVM node after the pass counts them
-                counts[OBSERVED] = _counted(result.written + result.skipped, result.dropped)
+                counts[OBSERVED] = counted(result.written + result.skipped, result.dropped)
             on_batch(batch_id, counts)
 
         df = route_to_kafka(good_rows(observed(flow.df), context), context, self.topic) \
@@ -411,41 +410,14 @@ class KafkaSink(Sink):
                              on_batch: Callable[[int, dict[str, Any]], None],
                              ) -> StreamingQuery:
         """The pass and the worker's idempotent producer in each task (``fuses``)."""
-        from gridstream.spark.kafka_through import check_producer, write_at_least_once
+        from gridstream.pipeline._fused import start_at_least_once
 
-        properties = self.at_least_once_properties()
-        # librdkafka gives up on a record after its delivery timeout (0: never): wait
-        # past it
-        delivery_ms = float(properties.get_str("delivery.timeout.ms") or
-                            properties.get_str("message.timeout.ms") or 300_000)
-        flush_s = delivery_ms / 1000 + 30 if delivery_ms > 0 else None
-        check_producer(properties)  # before the query starts: a bad property is said now
-        through = _through(last)
-
-        def batch(batch_df: DataFrame, batch_id: int) -> None:
-            written, dropped = write_at_least_once(batch_df, through, properties,
-                                                   self.topic, flush_s)
-            on_batch(batch_id, {"written": written, OBSERVED: _counted(written, dropped)})
-
-        return configure(last.input.writeStream.foreachBatch(batch), context).start()
+        return start_at_least_once(last, context, on_batch,
+                                   self.at_least_once_properties(), self.topic)
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
-
-
-def _counted(written: int, left_out: int) -> dict[str, int]:
-    """A fused batch's counts as the JVM would observe them after its pass."""
-    return {"rows": written + left_out, "errors": left_out}
-
-
-def _through(last: LastPass) -> Through:
-    from gridstream.spark.kafka_through import Through
-
-    topic, partition, offset = ORIGIN_PARTS
-    topic_column = topic if topic in last.input.columns else None
-    return Through(serde.KeyValues(last.fn), partition, offset, topic_column,
-                   None if topic_column else last.origin_topic)
 
 
 class KafkaSources:
