@@ -117,17 +117,14 @@ class _Origin:
         through = self.through
         partitions = pc.min_max(batch.column(through.partition)).as_py()
         offsets = pc.min_max(batch.column(through.offset)).as_py()
-        topic = through.topic
+        topics = {"min": through.topic, "max": through.topic}
         if through.topic_column is not None:
             topics = pc.min_max(batch.column(through.topic_column)).as_py()
-            if topics["min"] != topics["max"]:
-                raise _mixed(topics["min"], topics["max"])
-            topic = topics["min"]
-        if partitions["min"] != partitions["max"]:
-            raise _mixed(f"{topic}[{partitions['min']}]", f"{topic}[{partitions['max']}]")
-        where = (str(topic), int(partitions["min"]))
+        where = (str(topics["min"]), int(partitions["min"]))
+        if (topics["max"], partitions["max"]) != (topics["min"], partitions["min"]):
+            raise _mixed(where, (str(topics["max"]), int(partitions["max"])))
         if self.where is not None and where != self.where:
-            raise _mixed(f"{self.where[0]}[{self.where[1]}]", f"{where[0]}[{where[1]}]")
+            raise _mixed(self.where, where)
         self.where = where
         low, high = int(offsets["min"]), int(offsets["max"])
         self.first = low if self.first is None else min(self.first, low)
@@ -140,9 +137,10 @@ class _Origin:
         return origin_content(*self.where, self.first, self.last, self.records)
 
 
-def _mixed(one: object, other: object) -> SparkError:
-    return SparkError(f"an exactly-once task's input spans {one} and {other}: a fused pass "
-                      "needs one Kafka topic-partition's records a task")
+def _mixed(one: tuple[str, int], other: tuple[str, int]) -> SparkError:
+    return SparkError(f"an exactly-once task's input spans {one[0]}[{one[1]}] and "
+                      f"{other[0]}[{other[1]}]: a fused pass needs one Kafka "
+                      "topic-partition's records a task")
 
 
 def origin_contents(df: DataFrame, through: Through) -> list[tuple[int, int, str]]:
@@ -160,7 +158,7 @@ def origin_contents(df: DataFrame, through: Through) -> list[tuple[int, int, str
     found = []
     for r in stats:
         if (r.t0, r.k0) != (r.t1, r.k1):
-            raise _mixed(f"{r.t0}[{r.k0}]", f"{r.t1}[{r.k1}]")
+            raise _mixed((str(r.t0), int(r.k0)), (str(r.t1), int(r.k1)))
         found.append((int(r.p), int(r.n), origin_content(str(r.t0), int(r.k0), int(r.o0),
                                                          int(r.o1), int(r.n))))
     return found

@@ -57,10 +57,8 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource
-from confluent_kafka.admin._resource import ResourceType
 
-from gridstream.errors import ConfigError, GridstreamError, KafkaClientError, SparkError
+from gridstream.errors import ConfigError, GridstreamError, SparkError
 from gridstream.kafka import KafkaProperties, TopicSpec, ensure_topics
 from gridstream.kafka.config import shared_config
 from gridstream.kafka.errors import kafka_error
@@ -79,14 +77,14 @@ from gridstream.spark._kafka_slots import (
 )
 from gridstream.spark._marker_scan import MarkerScan
 from gridstream.spark._producers import close_producer, new_producer
+from gridstream.spark._txn_timeout import broker_max, check_transaction_timeout
 from gridstream.spark.kafka_through import Through, origin_contents
-from gridstream.spark.triggers import parse_trigger
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = ["DEFAULT_MARKER_TOPIC", "PRODUCER_DEFAULTS", "BatchResult",
-           "KafkaExactlyOnceWriter", "Marker", "Through", "check_transaction_timeout", "decide",
+           "KafkaExactlyOnceWriter", "Marker", "check_transaction_timeout", "decide",
            "marker_partition", "match_slots", "transactional_id"]
 
 log = logging.getLogger(__name__)
@@ -102,30 +100,6 @@ PRODUCER_DEFAULTS: Mapping[str, str | int | bool] = {
 _FORBIDDEN = ("transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms",
               "bootstrap.servers")
 """Set by the writer itself (the last two: its arguments); refused in ``properties``."""
-
-
-def check_transaction_timeout(timeout_ms: int, trigger: str | None,
-                              broker_max_ms: int | None = None) -> None:
-    """``ConfigError`` unless ``timeout_ms`` exceeds twice the trigger interval and fits
-    under the broker's ``transaction.max.timeout.ms``."""
-    if timeout_ms <= 0:
-        raise ConfigError("transaction.timeout.ms must be positive")
-    if trigger is not None:
-        try:
-            parsed = parse_trigger(trigger)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
-        interval = parsed.get("processingTime")
-        interval_ms = int(interval.split()[0]) if isinstance(interval, str) else 0
-        if timeout_ms <= 2 * interval_ms:
-            raise ConfigError(
-                f"transaction.timeout.ms ({timeout_ms}) must exceed twice the trigger "
-                f"interval ({interval_ms} ms): a task's transaction lasts up to one batch, "
-                "and the broker aborts it after the timeout (the batch then fails)")
-    if broker_max_ms is not None and timeout_ms > broker_max_ms:
-        raise ConfigError(
-            f"transaction.timeout.ms ({timeout_ms}) exceeds the broker's "
-            f"transaction.max.timeout.ms ({broker_max_ms}); lower it or raise the broker's")
 
 
 @dataclass(frozen=True)
@@ -386,7 +360,7 @@ class KafkaExactlyOnceWriter:
             raise kafka_error("invalid kafka client configuration", exc, config) from exc
         if self.check_broker_timeout:
             check_transaction_timeout(self.transaction_timeout_ms, None,
-                                      _broker_max(admin, self.timeout_s))
+                                      broker_max(admin, self.timeout_s))
         try:  # an existing marker topic is used with its own partition count
             existing = admin.list_topics(timeout=self.timeout_s).topics.get(self.marker_topic)
         except KafkaException as exc:
@@ -441,21 +415,3 @@ def _task_error(exc: Exception) -> str:
 
 
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit): \S")
-
-
-def _broker_max(admin: AdminClient, timeout_s: float) -> int | None:
-    """The broker's ``transaction.max.timeout.ms`` (None if it does not say);
-    ``KafkaClientError`` if it cannot be described (``check_broker_timeout=False``
-    skips the check)."""
-    try:
-        brokers = admin.list_topics(timeout=timeout_s).brokers
-        if not brokers:
-            raise KafkaClientError("no broker in the cluster's metadata: cannot check "
-                                   "transaction.max.timeout.ms", code=None)
-        resource = ConfigResource(ResourceType.BROKER, str(next(iter(brokers))))
-        configs = admin.describe_configs([resource])[resource].result(timeout_s)
-    except KafkaException as exc:
-        raise kafka_error("cannot read the broker's transaction.max.timeout.ms (to skip "
-                          "the check: check_broker_timeout=False)", exc) from exc
-    entry = configs.get("transaction.max.timeout.ms")
-    return int(entry.value) if entry is not None and entry.value else None

@@ -14,7 +14,8 @@ import pytest
 from confluent_kafka import Producer
 
 from gridstream.errors import SparkError
-from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter, Through
+from gridstream.spark.kafka_through import Through
+from gridstream.spark.kafka_writer import KafkaExactlyOnceWriter
 from tests.integration.support.pipeline_helpers import produce
 from tests.integration.test_spark_kafka_writer_crash import read_all
 

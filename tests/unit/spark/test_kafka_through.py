@@ -49,7 +49,7 @@ def test_rows_of_two_partitions_in_one_task_are_refused(batches: list[pa.RecordB
 
 
 def test_rows_of_two_topics_in_one_task_are_refused() -> None:
-    with pytest.raises(SparkError, match="spans a and b"):
+    with pytest.raises(SparkError, match=r"spans a\[0\] and b\[0\]"):
         _through(topic_column="topic").content(iter([_rows([0, 0], [1, 2], ["a", "b"])]))
 
 

@@ -6,10 +6,10 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from gridstream.errors import ConfigError, KafkaClientError, SparkError
+from gridstream.spark._txn_timeout import broker_max
 from gridstream.spark.kafka_writer import (
     KafkaExactlyOnceWriter,
     Marker,
-    _broker_max,
     check_transaction_timeout,
     decide,
     marker_partition,
@@ -185,7 +185,7 @@ class _NoBrokerAdmin:
 
 def test_a_broker_maximum_that_cannot_be_read_is_an_error() -> None:
     with pytest.raises(KafkaClientError, match=r"check_broker_timeout=False"):
-        _broker_max(_NoBrokerAdmin(), 1.0)  # type: ignore[arg-type]
+        broker_max(_NoBrokerAdmin(), 1.0)  # type: ignore[arg-type]
 
 
 def test_a_failed_task_is_told_by_its_own_error_line() -> None:
