@@ -1,6 +1,6 @@
 """A Kafka sink's pass run in its writer's own tasks (``KafkaSink.fuses``): the
 ``Through`` the writers take, the counts its tasks report, and the at-least-once
-query."""
+queries (micro-batch and real-time)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from gridstream.kafka import KafkaProperties
     from gridstream.spark.kafka_through import Through
 
-__all__ = ["counted", "fused_through", "start_at_least_once"]
+__all__ = ["counted", "fused_through", "start_at_least_once", "start_real_time"]
 
 
 def counted(written: int, left_out: int) -> dict[str, int]:
@@ -41,13 +41,9 @@ def start_at_least_once(last: LastPass, context: RunContext,
                         properties: KafkaProperties, topic: str) -> StreamingQuery:
     """The query whose tasks run the pass and produce with the worker's idempotent
     producer (``properties``), flushed before each task ends."""
-    from gridstream.spark.kafka_through import check_producer, write_at_least_once
+    from gridstream.spark.kafka_through import write_at_least_once
 
-    # librdkafka gives up on a record after its delivery timeout (0: never): wait past it
-    delivery_ms = float(properties.get_str("delivery.timeout.ms") or
-                        properties.get_str("message.timeout.ms") or 300_000)
-    flush_s = delivery_ms / 1000 + 30 if delivery_ms > 0 else None
-    check_producer(properties)  # before the query starts: a bad property is said now
+    flush_s = _checked(properties)
     through = fused_through(last)
 
     def batch(batch_df: DataFrame, batch_id: int) -> None:
@@ -55,3 +51,34 @@ def start_at_least_once(last: LastPass, context: RunContext,
         on_batch(batch_id, {"written": written, OBSERVED: counted(written, dropped)})
 
     return configure(last.input.writeStream.foreachBatch(batch), context).start()
+
+
+def start_real_time(last: LastPass, context: RunContext, properties: KafkaProperties,
+                    topic: str) -> StreamingQuery:
+    """The same in real-time mode, which has no ``foreachBatch``: each long-running task
+    runs the pass and produces each Arrow batch as it comes (not at the batch's end, when
+    Spark's Python runner would hand the pass's rows back), flushed before the task ends
+    and so before its batch's offsets are committed (at least once); the query's sink is
+    Spark's ``noop``, its rows the tasks' counts (``OBSERVED``)."""
+    import pyspark.sql.functions as F
+
+    from gridstream.spark.kafka_through import producing
+
+    counts = producing(last.input, fused_through(last), properties, topic,
+                       _checked(properties))
+    written, dropped = (F.coalesce(F.sum(c), F.lit(0)) for c in ("records", "dropped"))
+    counts = counts.observe(OBSERVED, (written + dropped).alias("rows"),
+                            dropped.alias("errors"))
+    return configure(counts.writeStream.format("noop"), context).start()
+
+
+def _checked(properties: KafkaProperties) -> float | None:
+    """The producer's properties checked (before the query starts: a bad one is said
+    now); how long a task waits for its records' acknowledgements (None: for ever)."""
+    from gridstream.spark.kafka_through import check_producer
+
+    check_producer(properties)
+    # librdkafka gives up on a record after its delivery timeout (0: never): wait past it
+    delivery_ms = float(properties.get_str("delivery.timeout.ms") or
+                        properties.get_str("message.timeout.ms") or 300_000)
+    return delivery_ms / 1000 + 30 if delivery_ms > 0 else None

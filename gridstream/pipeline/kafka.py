@@ -351,13 +351,12 @@ class KafkaSink(Sink):
         return client_options(self.bootstrap, self.client.client_config())
 
     def fuses(self, context: RunContext) -> bool:
-        """Above ``NONE``, outside real-time mode (which refuses ``foreachBatch``), the
-        sink's pass runs in the writer's own tasks, which produce from Python: the
-        exactly-once writer's transactions, or at least once the worker's idempotent
-        producer (one Python pass a task, no rows back into the JVM); the dead-letter
+        """Above ``NONE``, the sink's pass runs in the writer's own tasks, which produce
+        from Python: the exactly-once writer's transactions, or at least once the
+        worker's idempotent producer (one Python pass a task, no rows back into the JVM;
+        in real-time mode each Arrow batch produced as it comes); the dead-letter
         policy's routing stays in the JVM."""
-        return (context.guarantee != Guarantee.NONE and context.errors != "dead_letter"
-                and not is_real_time(context.trigger))
+        return context.guarantee != Guarantee.NONE and context.errors != "dead_letter"
 
     def start(self, flow: Flow, context: RunContext,
               on_batch: Callable[[int, dict[str, Any]], None]) -> StreamingQuery:
@@ -410,8 +409,11 @@ class KafkaSink(Sink):
                              on_batch: Callable[[int, dict[str, Any]], None],
                              ) -> StreamingQuery:
         """The pass and the worker's idempotent producer in each task (``fuses``)."""
-        from gridstream.pipeline._fused import start_at_least_once
+        from gridstream.pipeline._fused import start_at_least_once, start_real_time
 
+        if is_real_time(context.trigger):
+            return start_real_time(last, context, self.at_least_once_properties(),
+                                   self.topic)
         return start_at_least_once(last, context, on_batch,
                                    self.at_least_once_properties(), self.topic)
 

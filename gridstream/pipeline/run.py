@@ -29,9 +29,13 @@ from gridstream.pipeline.compile import Compiled, compile_chain, plan
 from gridstream.pipeline.errors import ERRORS
 from gridstream.pipeline.stateful import late_rows
 from gridstream.pipeline.streaming import (
+    ARROW_ROWS_CONF,
     MIN_BATCH_CONF,
     MIN_CHECKPOINT_INTERVAL_MS,
     OBSERVED,
+    REAL_TIME_ARROW_ROWS,
+    REAL_TIME_PYTHON_BUFFER,
+    SPARK_ARROW_ROWS,
     checkpoint_every,
     is_real_time,
     real_time_interval,
@@ -383,10 +387,12 @@ class PipelineJob(Runnable):
 
 _V1_READERS = "spark.sql.streaming.disabledV2MicroBatchReaders"
 _ALLOWLIST = "spark.sql.streaming.realTimeMode.allowlistCheck"
-REAL_TIME_PYTHON_CONF = {_ALLOWLIST: "false"}
+_BUFFER = "spark.buffer.size"
+REAL_TIME_PYTHON_CONF = {_ALLOWLIST: "false", _BUFFER: str(REAL_TIME_PYTHON_BUFFER)}
 """What a Spark session needs to run Python passes in real-time mode: Spark 4.2 reads the
 allow-list setting from the configuration the session was built with (set on a running
-session, the query still fails at its first batch)."""
+session, the query still fails at its first batch); and a small buffer to the Python
+workers (``REAL_TIME_PYTHON_BUFFER``), read only when the session starts."""
 
 
 def _check_allowlist_off(spark: SparkSession, name: str) -> None:
@@ -397,6 +403,12 @@ def _check_allowlist_off(spark: SparkSession, name: str) -> None:
             f"{_ALLOWLIST}=false (Spark 4.2 checks the setting the session was built with, "
             "for every batch): Pipeline.run builds its session so; for your own, "
             "get_spark(conf=REAL_TIME_PYTHON_CONF) from gridstream.pipeline.run")
+    buffer = str(spark.sparkContext.getConf().get(_BUFFER, "65536")).strip()
+    if not buffer.isdigit() or int(buffer) > REAL_TIME_PYTHON_BUFFER:
+        log.warning("pipeline %r: the Spark session was built with %s=%s: a real-time "
+                    "Python pass gets its input only once that much has come (build it "
+                    "with REAL_TIME_PYTHON_CONF's %s)", name, _BUFFER, buffer,
+                    REAL_TIME_PYTHON_BUFFER)
     # said once here: Spark's own warning, at every batch, is silenced (log4j2.properties)
     log.warning("pipeline %r: real-time mode with a Python pass: Spark %s", name,
                 _NOT_LISTED)
@@ -432,12 +444,15 @@ def _real_time_conf(spark: SparkSession, real_time: bool, python: bool) -> Itera
     Spark's V2 Kafka reader on (real-time mode reads Kafka only through it; gridstream's
     sessions turn it off for micro-batches, ``gridstream.spark.session``), Spark's floor
     of the interval lowered to ours (``checkpoint_every`` checks it), and with ``python``
-    the operator allow-list check off."""
+    the operator allow-list check off and Arrow batches of ``REAL_TIME_ARROW_ROWS`` rows
+    (unless the session has a number of its own)."""
     if not real_time:
         yield
         return
     settings = {_V1_READERS: "", MIN_BATCH_CONF: str(MIN_CHECKPOINT_INTERVAL_MS),
                 **({_ALLOWLIST: "false"} if python else {})}
+    if python and spark.conf.get(ARROW_ROWS_CONF, None) in (None, SPARK_ARROW_ROWS):
+        settings[ARROW_ROWS_CONF] = str(REAL_TIME_ARROW_ROWS)  # a session's own stays
     before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)

@@ -14,9 +14,10 @@ if TYPE_CHECKING:
 
     from gridstream.pipeline.base import RunContext
 
-__all__ = ["CHECKPOINT_INTERVAL", "MIN_BATCH_CONF", "OBSERVED", "PYTHON_CHECKPOINT_INTERVAL",
-           "REAL_TIME", "configure", "good_rows", "observed", "real_time_interval",
-           "trigger_options"]
+__all__ = ["ARROW_ROWS_CONF", "CHECKPOINT_INTERVAL", "MIN_BATCH_CONF", "OBSERVED",
+           "PYTHON_CHECKPOINT_INTERVAL", "REAL_TIME",
+           "REAL_TIME_ARROW_ROWS", "REAL_TIME_PYTHON_BUFFER", "SPARK_ARROW_ROWS",
+           "configure", "good_rows", "observed", "real_time_interval", "trigger_options"]
 
 REAL_TIME = "real_time"
 OBSERVED = "gs_pipeline"
@@ -27,14 +28,33 @@ CHECKPOINT_INTERVAL = "5 seconds"
 """Real-time mode's batch (and checkpoint) interval when none is given and no Python
 pass runs: Spark's own minimum."""
 PYTHON_CHECKPOINT_INTERVAL = "200 milliseconds"
-"""The same with a Python pass: Spark's Python runner hands the pass's output on only
+"""The same with a Python pass. Spark's Python runner hands the pass's output on only
 when its socket stops taking input or the input ends, which in real-time mode is the end
 of the batch: a record waits up to a batch's cycle, its length and its turnaround
-(``docs/pipeline-api.md``). Not shorter: Spark sets a real-time batch's end when the
-driver plans it, before its tasks are scheduled, so the tasks read only for what is left
-of it. Measured at 10 000 records/s on two cores: the tasks' readers started with a
-median of −4 to 24 ms left of a 100 ms batch over a run's first 40 s (100 ms batches
-fell 13–29 s behind), and with 115–158 ms left of a 200 ms one (``docs/benchmarks.md``)."""
+(``docs/pipeline-api.md``). A Kafka sink that produces from the pass (``Sink.fuses``)
+sends each Arrow batch as it comes (``REAL_TIME_ARROW_ROWS``), and a batch that does not
+fill goes at the batch's end: short batches bound that wait at low rates, and at
+10 000 records/s gave the lowest p99 too (296 ms, against 303 ms with 1 s batches,
+436 ms with 5 s and 304 ms with 10 s: the records that arrive during a turnaround wait
+for the next batch's tasks, and a short batch's turnaround is short). Not shorter:
+Spark sets a real-time batch's end when the driver plans it, before its tasks are
+scheduled, so the tasks read only for what is left of it. Measured at 10 000 records/s
+on two cores: the tasks' readers started with a median of −4 to 24 ms left of a 100 ms
+batch over a run's first 40 s (100 ms batches fell 13–29 s behind), and with 115–158 ms
+left of a 200 ms one (``docs/benchmarks.md``)."""
+REAL_TIME_ARROW_ROWS = 100
+"""A real-time Python pass's Arrow batches: Spark hands the pass a batch once it holds
+this many rows or its input ends (``ARROW_ROWS_CONF``; the session's own number when it
+set one). A sink that produces from the pass (``Sink.fuses``) sends each batch as it
+comes: at 5 000 records/s a partition a record waits ~20 ms for its batch to fill; a
+slower partition's batch goes at the real-time batch's end."""
+ARROW_ROWS_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+SPARK_ARROW_ROWS = "10000"
+"""Spark's own default of ``ARROW_ROWS_CONF``."""
+REAL_TIME_PYTHON_BUFFER = 1024
+"""Bytes Spark buffers towards a Python worker (``spark.buffer.size``, 64 KiB by
+default, read when the session starts) in sessions built for real-time Python passes:
+with Spark's default a batch of input reaches the pass only once 64 KiB have come."""
 MIN_CHECKPOINT_INTERVAL_MS = 100
 """Real-time mode writes its checkpoint at most this often."""
 MIN_BATCH_CONF = "spark.sql.streaming.realTimeMode.minBatchDuration"

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
     from gridstream.kafka import KafkaProperties
 
-__all__ = ["Through", "check_producer", "origin_content", "origin_contents",
-           "write_at_least_once"]
+__all__ = ["COUNTS", "Through", "check_producer", "origin_content", "origin_contents",
+           "producing", "write_at_least_once"]
 
 Fused = Callable[[Iterator["pa.RecordBatch"]], Iterator[tuple["pa.RecordBatch", int]]]
 """A task's input batches → the rows to write (``key``, ``value``; optional ``topic``,
@@ -164,7 +164,8 @@ def origin_contents(df: DataFrame, through: Through) -> list[tuple[int, int, str
     return found
 
 
-_COUNTS = "records LONG, dropped LONG"
+COUNTS = "records LONG, dropped LONG"
+"""A producing task's row: the records it wrote and the rows it left out."""
 
 
 def check_producer(properties: KafkaProperties) -> None:
@@ -188,9 +189,17 @@ def write_at_least_once(df: DataFrame, through: Through, properties: KafkaProper
     ``flush_s`` (None: librdkafka's own delivery timeout) fails the task (Spark's retry,
     or the query, writes the batch again: at least once). Returns the records written
     and the rows left out."""
-    done = df.mapInArrow(lambda batches: _produce_task(through, properties, topic, flush_s,
-                                                       iter(batches)), _COUNTS).collect()
+    done = producing(df, through, properties, topic, flush_s).collect()
     return sum(r.records for r in done), sum(r.dropped for r in done)
+
+
+def producing(df: DataFrame, through: Through, properties: KafkaProperties, topic: str,
+              flush_s: float | None) -> DataFrame:
+    """``df`` through tasks that run the pass and produce what it gives (each task's
+    records flushed before it ends, ``write_at_least_once``): a row a task of its
+    ``records`` written and ``dropped`` left out."""
+    return df.mapInArrow(lambda batches: _produce_task(through, properties, topic, flush_s,
+                                                       iter(batches)), COUNTS)
 
 
 def _produce_task(through: Through, properties: KafkaProperties, topic: str,

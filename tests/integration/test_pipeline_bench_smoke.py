@@ -55,6 +55,7 @@ def test_the_latency_benchmark_measures_real_time_and_micro_batch(
     # Spark warns at every real-time batch with the allow-list check off (2–5 a second
     # with a Python pass): gridstream says it once at the query's start instead
     assert "not in the operator allowlist" not in stderr, stderr[-3000:]
+    assert "not in the sink allowlist" not in stderr, stderr[-3000:]  # the noop sink's
     assert stderr.count("real-time mode with a Python pass") == 1, stderr[-3000:]
     for mode, trigger in (("real_time", "real_time"), ("micro_batch", "0 seconds")):
         run = result["gridstream"][mode]

@@ -1,0 +1,80 @@
+"""Real-time mode with a Python map: the Kafka sink's pass produces each Arrow batch as
+it comes, not at the batch's end (where Spark's Python runner would hand the pass's rows
+back), and the batch's counts are reported. The pipeline runs in a process of its own:
+a real-time Python pass needs a Spark session built for it (``REAL_TIME_PYTHON_CONF``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+
+from tests.integration.support.child_output import await_line, start_piped
+
+ROOT = Path(__file__).resolve().parents[2]
+INTERVAL_S = 30
+"""The real-time batch's length: a record held to its batch's end would wait for it."""
+
+
+def test_a_real_time_python_pass_produces_its_records_before_the_batch_ends(
+        kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path) -> None:
+    source, target = topic_factory(1), topic_factory(1)
+    child, lines = start_piped(
+        [sys.executable, "-m", "tests.integration.support.real_time_child", kafka_bootstrap,
+         source, target, str(tmp_path / "ck"), f"{INTERVAL_S} seconds"], ROOT)
+    seen: list[str] = []
+    try:
+        await_line(child, lines, seen, lambda line: line.startswith("ready"))
+        assert "the writer's produce (in the same task)" in seen[-1], seen[-1]
+        consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": uuid.uuid4().hex,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([target])
+        producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 0})
+        # 4½ Arrow batches' worth (REAL_TIME_ARROW_ROWS a batch), two of them refused
+        values = [f"bad{i}" if i in (7, 230) else f"v{i}" for i in range(450)]
+        for i, text in enumerate(values):
+            producer.produce(source, key=f"k{i}".encode(), value=text.encode())
+        producer.flush()
+        sent = time.monotonic()
+        got: dict[str, str] = {}
+        early = 0
+        deadline = sent + INTERVAL_S + 90
+        while len(got) < 448 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                key, value = msg.key(), msg.value()
+                assert isinstance(key, bytes) and isinstance(value, bytes), msg
+                got[key.decode()] = value.decode()
+                early += time.monotonic() - sent < INTERVAL_S / 3
+        consumer.close()
+        assert got == {f"k{i}": v.upper() for i, v in enumerate(values)
+                       if not v.startswith("bad")}
+        # the full Arrow batches went out as they came; held to the batch's end (30 s
+        # after it began) none would have come within 10 s; the last, part-filled batch
+        # goes at the batch's end
+        assert early >= 300, early
+        report = _first_report(child, lines, seen)
+        assert (report["in"], report["out"], report["errors"]) == (450, 448, 2), seen[-20:]
+    finally:
+        if child.poll() is None:  # its whole group: the driver and its JVM
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(30)
+
+
+def _first_report(child: Any, lines: Any, seen: list[str]) -> dict[str, Any]:
+    """The first batch with rows (its report comes once the batch ends)."""
+    while True:
+        await_line(child, lines, seen, lambda line: line.startswith(("report", "failed")),
+                   timeout=INTERVAL_S + 120)
+        assert not seen[-1].startswith("failed"), seen[-1]
+        report: dict[str, Any] = json.loads(seen[-1].split(" ", 1)[1])
+        if report["in"]:
+            return report
