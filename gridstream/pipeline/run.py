@@ -14,28 +14,29 @@ import json
 import logging
 import shutil
 import tempfile
-import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gridstream.errors import ConfigError, GridstreamError, SparkError
 from gridstream.ops.counts import BatchCounts
 from gridstream.ops.failures import error_line
+from gridstream.pipeline._real_time import (
+    NOT_LISTED,
+    REAL_TIME_PYTHON_CONF,
+    await_sources,
+    check_allowlist_off,
+    producing_conf,
+    real_time_conf,
+)
 from gridstream.pipeline.api import BatchStep, ItemStep, JvmStep, Pipeline
 from gridstream.pipeline.base import Guarantee, RunContext
 from gridstream.pipeline.compile import Compiled, compile_chain, plan
 from gridstream.pipeline.errors import ERRORS
 from gridstream.pipeline.stateful import late_rows
 from gridstream.pipeline.streaming import (
-    ARROW_ROWS_CONF,
-    MIN_BATCH_CONF,
-    MIN_CHECKPOINT_INTERVAL_MS,
     OBSERVED,
-    REAL_TIME_ARROW_ROWS,
-    REAL_TIME_PYTHON_BUFFER,
-    SPARK_ARROW_ROWS,
     checkpoint_every,
     is_real_time,
     real_time_interval,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["PipelineJob", "PipelineReport", "RunOptions", "run_jobs"]
+__all__ = ["REAL_TIME_PYTHON_CONF", "PipelineJob", "PipelineReport", "RunOptions", "run_jobs"]
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +208,7 @@ class PipelineJob(Runnable):
         python = [s.label for s in self.steps if isinstance(s, ItemStep | BatchStep)]
         if python and not self.options.real_time_python:
             raise ConfigError(f"{why} Python steps ({', '.join(python)}) by default: Spark "
-                              f"{_NOT_LISTED}")
+                              f"{NOT_LISTED}")
 
     @property
     def failure(self) -> BaseException | None:
@@ -274,20 +275,24 @@ class PipelineJob(Runnable):
         context = self.context(checkpoint)
         try:
             real_time = is_real_time(self.options.trigger)
-            with _real_time_conf(spark, real_time, self.options.real_time_python):
+            with real_time_conf(spark, real_time, self.options.real_time_python):
                 flow = self.source.flow(spark, context)
                 self._compiled = compile_chain(flow, self.steps, self.sink, context)
                 if real_time and self._compiled.python_passes and \
                         not self.options.real_time_python:
                     raise ConfigError(f"pipeline {self.name!r}: real-time mode cannot run "
                                       "the Python pass its (de)serializers need by "
-                                      f"default: Spark {_NOT_LISTED}")
+                                      f"default: Spark {NOT_LISTED}")
                 if real_time and self._compiled.python_passes:
-                    _check_allowlist_off(spark, self.name)
+                    check_allowlist_off(spark, self.name)
                 context = self.context(checkpoint)  # the real-time interval for this plan
-                self._query = self.sink.start(self._compiled.flow, context, self._on_batch)
-                if real_time:  # the settings stay until the query has read them
-                    _await_sources(self._query)
+                produces = real_time and self._compiled.flow.last_pass is not None and \
+                    self.sink.fuses(context)
+                with producing_conf(spark, produces):
+                    self._query = self.sink.start(self._compiled.flow, context,
+                                                  self._on_batch)
+                    if real_time:  # the settings stay until the query has read them
+                        await_sources(self._query)
         except GridstreamError as exc:
             self._failure = exc
             self._stop_started()
@@ -383,87 +388,6 @@ class PipelineJob(Runnable):
             if self._temporary is not None:
                 shutil.rmtree(self._temporary, ignore_errors=True)
                 self._temporary = None
-
-
-_V1_READERS = "spark.sql.streaming.disabledV2MicroBatchReaders"
-_ALLOWLIST = "spark.sql.streaming.realTimeMode.allowlistCheck"
-_BUFFER = "spark.buffer.size"
-REAL_TIME_PYTHON_CONF = {_ALLOWLIST: "false", _BUFFER: str(REAL_TIME_PYTHON_BUFFER)}
-"""What a Spark session needs to run Python passes in real-time mode: Spark 4.2 reads the
-allow-list setting from the configuration the session was built with (set on a running
-session, the query still fails at its first batch); and a small buffer to the Python
-workers (``REAL_TIME_PYTHON_BUFFER``), read only when the session starts."""
-
-
-def _check_allowlist_off(spark: SparkSession, name: str) -> None:
-    built = spark.sparkContext.getConf().get(_ALLOWLIST, "true")
-    if str(built).strip().lower() != "false":
-        raise ConfigError(
-            f"pipeline {name!r}: real_time_python needs a Spark session built with "
-            f"{_ALLOWLIST}=false (Spark 4.2 checks the setting the session was built with, "
-            "for every batch): Pipeline.run builds its session so; for your own, "
-            "get_spark(conf=REAL_TIME_PYTHON_CONF) from gridstream.pipeline.run")
-    buffer = str(spark.sparkContext.getConf().get(_BUFFER, "65536")).strip()
-    if not buffer.isdigit() or int(buffer) > REAL_TIME_PYTHON_BUFFER:
-        log.warning("pipeline %r: the Spark session was built with %s=%s: a real-time "
-                    "Python pass gets its input only once that much has come (build it "
-                    "with REAL_TIME_PYTHON_CONF's %s)", name, _BUFFER, buffer,
-                    REAL_TIME_PYTHON_BUFFER)
-    # said once here: Spark's own warning, at every batch, is silenced (log4j2.properties)
-    log.warning("pipeline %r: real-time mode with a Python pass: Spark %s", name,
-                _NOT_LISTED)
-
-
-_NOT_LISTED = ("4.2's real-time mode does not list MapInArrowExec among its operators; "
-               "real_time_python=True runs them anyway in a session built with the "
-               "allow-list check off (at your own risk, Spark says)")
-
-
-_INITIALIZING = ("Initializing StreamExecution", "Initializing sources")
-"""Spark's status messages before a query's plan (and so its sources) is resolved."""
-_SOURCES_WAIT_S = 120.0
-
-
-def _await_sources(query: StreamingQuery) -> None:
-    """Until the query has chosen its sources. Spark resolves a streaming query's plan —
-    and reads which Kafka reader to use from the *starting* session's settings — in the
-    query's own thread, after ``start`` returned; settings restored before that (under
-    load, the suite's) made a real-time query take the V1 reader and fail with
-    ``STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED``."""
-    deadline = time.monotonic() + _SOURCES_WAIT_S
-    while query.isActive and query.status.get("message") in _INITIALIZING:
-        if time.monotonic() > deadline:
-            raise SparkError(f"query {query.name!r} did not get past initializing its "
-                             f"sources in {_SOURCES_WAIT_S:g}s")
-        time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def _real_time_conf(spark: SparkSession, real_time: bool, python: bool) -> Iterator[None]:
-    """While a real-time query starts (its session clones the configuration then):
-    Spark's V2 Kafka reader on (real-time mode reads Kafka only through it; gridstream's
-    sessions turn it off for micro-batches, ``gridstream.spark.session``), Spark's floor
-    of the interval lowered to ours (``checkpoint_every`` checks it), and with ``python``
-    the operator allow-list check off and Arrow batches of ``REAL_TIME_ARROW_ROWS`` rows
-    (unless the session has a number of its own)."""
-    if not real_time:
-        yield
-        return
-    settings = {_V1_READERS: "", MIN_BATCH_CONF: str(MIN_CHECKPOINT_INTERVAL_MS),
-                **({_ALLOWLIST: "false"} if python else {})}
-    if python and spark.conf.get(ARROW_ROWS_CONF, None) in (None, SPARK_ARROW_ROWS):
-        settings[ARROW_ROWS_CONF] = str(REAL_TIME_ARROW_ROWS)  # a session's own stays
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in before.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
 
 
 def _static_plan(job: PipelineJob) -> list[str]:

@@ -303,7 +303,7 @@ def test_a_kafka_source_bounds_each_micro_batch_by_default() -> None:
 def test_a_real_time_start_lowers_sparks_interval_floor_and_restores_it() -> None:
     """Spark refuses a real-time interval under its floor (5 s) at start: it is lowered
     to gridstream's while the query starts, then set back as it was."""
-    from gridstream.pipeline.run import _real_time_conf
+    from gridstream.pipeline._real_time import real_time_conf
     from gridstream.pipeline.streaming import MIN_BATCH_CONF
 
     class Conf:
@@ -323,10 +323,10 @@ def test_a_real_time_start_lowers_sparks_interval_floor_and_restores_it() -> Non
         conf = Conf()
 
     spark = Spark()
-    with _real_time_conf(spark, True, True):  # type: ignore[arg-type]
+    with real_time_conf(spark, True, True):  # type: ignore[arg-type]
         assert spark.conf.values[MIN_BATCH_CONF] == "100"
     assert spark.conf.values == {MIN_BATCH_CONF: "5000"}
-    with _real_time_conf(spark, False, True):  # type: ignore[arg-type]
+    with real_time_conf(spark, False, True):  # type: ignore[arg-type]
         assert spark.conf.values == {MIN_BATCH_CONF: "5000"}
 
 

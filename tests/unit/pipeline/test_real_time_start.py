@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gridstream.errors import SparkError
-from gridstream.pipeline import run
+from gridstream.pipeline import _real_time as run
 
 
 class _Query:
@@ -32,14 +32,14 @@ class _Query:
 def test_the_wait_lasts_until_the_sources_are_initialised() -> None:
     query = _Query(["Initializing StreamExecution", "Initializing sources",
                     "Initializing sources", "Waiting for data to arrive"])
-    run._await_sources(query)  # type: ignore[arg-type]
+    run.await_sources(query)  # type: ignore[arg-type]
     assert query.polled == 4
 
 
 def test_a_query_stuck_initialising_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run, "_SOURCES_WAIT_S", 0.1)
     with pytest.raises(SparkError, match="initializing its sources"):
-        run._await_sources(_Query(["Initializing sources"]))  # type: ignore[arg-type]
+        run.await_sources(_Query(["Initializing sources"]))  # type: ignore[arg-type]
 
 
 class _Conf:
@@ -67,23 +67,55 @@ ROWS = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 @pytest.mark.parametrize(("own", "during"), [(None, "100"), ("10000", "100"),
                                              ("40", "40")])
-def test_a_real_time_python_start_takes_small_arrow_batches_unless_the_session_has_its_own(
+def test_a_producing_real_time_start_takes_small_arrow_batches(
         own: str | None, during: str) -> None:
-    """A pass gets its input in Arrow batches of ``REAL_TIME_ARROW_ROWS`` rows (Spark's
-    10 000 would make a record wait for 10 000 more at 5 000 a second); a number the
-    session set itself stays; everything is restored after the start."""
+    """A pass whose sink produces from it gets its input in Arrow batches of
+    ``REAL_TIME_ARROW_ROWS`` rows (Spark's 10 000 would make a record wait for 10 000
+    more); a number other than Spark's default that the session set stays; everything
+    is restored after the start; a pass whose rows go back to Spark keeps Spark's."""
     session = _Session({} if own is None else {ROWS: own})
-    with run._real_time_conf(session, True, True):  # type: ignore[arg-type]
+    with run.producing_conf(session, True):  # type: ignore[arg-type]
         assert session.conf.values[ROWS] == during
-        assert session.conf.values["spark.sql.streaming.realTimeMode.allowlistCheck"] == \
-            "false"
     assert session.conf.values == ({} if own is None else {ROWS: own})
-    without_python = _Session({})
-    with run._real_time_conf(without_python, True, False):  # type: ignore[arg-type]
-        assert ROWS not in without_python.conf.values
+    held = _Session({})
+    with run.real_time_conf(held, True, True), run.producing_conf(held, False):  # type: ignore[arg-type]
+        assert ROWS not in held.conf.values
+        assert held.conf.values["spark.sql.streaming.realTimeMode.allowlistCheck"] == "false"
 
 
-def test_a_session_for_real_time_python_is_built_with_a_small_worker_buffer() -> None:
+class _Built:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def getConf(self) -> _Built:  # noqa: N802 - Spark's name
+        return self
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+
+class _BuiltSession:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.sparkContext = _Built(values)
+
+
+@pytest.mark.parametrize(("buffer", "warned"), [(None, True), ("65536", True),
+                                                ("64k", True), ("1024", False),
+                                                ("512", False)])
+def test_a_session_built_with_a_large_worker_buffer_is_warned_about(
+        buffer: str | None, warned: bool, caplog: pytest.LogCaptureFixture) -> None:
     """Spark buffers 64 KiB towards a Python worker by default: a real-time pass would
-    get its input only once that much had come."""
-    assert int(run.REAL_TIME_PYTHON_CONF["spark.buffer.size"]) <= 1024
+    get its input only once that much had come. ``REAL_TIME_PYTHON_CONF`` builds the
+    session with 1 KiB; a session built with more (or a size that is not a plain
+    number of bytes) is warned about, not refused."""
+    values = {"spark.sql.streaming.realTimeMode.allowlistCheck": "false"}
+    if buffer is not None:
+        values["spark.buffer.size"] = buffer
+    with caplog.at_level("WARNING"):
+        run.check_allowlist_off(_BuiltSession(values), "p")  # type: ignore[arg-type]
+    assert ("spark.buffer.size" in caplog.text) is warned, caplog.text
+    assert run.REAL_TIME_PYTHON_CONF["spark.buffer.size"] == "1024"
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        run.check_allowlist_off(_BuiltSession(dict(run.REAL_TIME_PYTHON_CONF)), "p")  # type: ignore[arg-type]
+    assert "spark.buffer.size" not in caplog.text
