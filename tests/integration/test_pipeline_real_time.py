@@ -9,12 +9,14 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from tests.integration.support.child_output import await_line, start_piped
@@ -82,3 +84,64 @@ def _counts(child: Any, lines: Any, seen: list[str], rows: int) -> dict[str, int
         for name in total:
             total[name] += int(report[name])
     return total
+
+
+@pytest.mark.slow  # two Spark starts and a kill: with the fault suites
+def test_a_killed_real_time_pipeline_resumes_without_losing_a_record(
+        kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path) -> None:
+    """At least once across a SIGKILL of the driver mid-stream: records go out before
+    their batch is committed, so the restart from the checkpoint writes part of the
+    killed batch again (duplicates), and every record comes out, mapped."""
+    source, target = topic_factory(1), topic_factory(1)
+    total = 12_000
+    argv = [sys.executable, "-m", "tests.integration.support.real_time_child",
+            kafka_bootstrap, source, target, str(tmp_path / "ck"), "1 seconds"]
+    feeding = threading.Thread(target=_feed, args=(kafka_bootstrap, source, total))
+    child, lines = start_piped(argv, ROOT)
+    seen: list[str] = []
+    out: list[tuple[str, str]] = []
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": uuid.uuid4().hex,
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(target, 0, OFFSET_BEGINNING)])
+    try:
+        await_line(child, lines, seen, lambda line: line.startswith("ready"))
+        feeding.start()
+        _read_until(consumer, out, lambda: len(out) >= total // 4, 120)
+        os.killpg(child.pid, signal.SIGKILL)  # mid-stream: batches written, not committed
+        child.wait(30)
+        killed_at = len(out)
+        child, lines = start_piped(argv, ROOT)
+        await_line(child, lines, seen, lambda line: line.startswith("ready"))
+        feeding.join(120)
+        _read_until(consumer, out, lambda: {k for k, _ in out} >= _keys(total), 240)
+    finally:
+        consumer.close()
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(30)
+    assert 0 < killed_at < total, killed_at
+    assert dict(out) == {f"k{i}": f"V{i}" for i in range(total)}  # each one, mapped
+
+
+def _keys(total: int) -> set[str]:
+    return {f"k{i}" for i in range(total)}
+
+
+def _feed(bootstrap: str, topic: str, total: int) -> None:
+    """``total`` records at ~2 000 a second."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for start in range(0, total, 200):
+        for i in range(start, min(total, start + 200)):
+            producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+        producer.flush()
+        time.sleep(0.1)
+
+
+def _read_until(consumer: Any, out: list[tuple[str, str]], done: Callable[[], bool],
+                timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"{len(out)} records read"
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            out.append((msg.key().decode(), msg.value().decode()))

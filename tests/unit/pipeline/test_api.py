@@ -300,36 +300,6 @@ def test_a_kafka_source_bounds_each_micro_batch_by_default() -> None:
             KafkaSources.kafka(PROPS, "in", max_offsets_per_trigger=bad)  # type: ignore[arg-type]
 
 
-def test_a_real_time_start_lowers_sparks_interval_floor_and_restores_it() -> None:
-    """Spark refuses a real-time interval under its floor (5 s) at start: it is lowered
-    to gridstream's while the query starts, then set back as it was."""
-    from gridstream.pipeline._real_time import real_time_conf
-    from gridstream.pipeline.streaming import MIN_BATCH_CONF
-
-    class Conf:
-        def __init__(self) -> None:
-            self.values = {MIN_BATCH_CONF: "5000"}
-
-        def get(self, key: str, default: Any = None) -> Any:
-            return self.values.get(key, default)
-
-        def set(self, key: str, value: str) -> None:
-            self.values[key] = value
-
-        def unset(self, key: str) -> None:
-            self.values.pop(key, None)
-
-    class Spark:
-        conf = Conf()
-
-    spark = Spark()
-    with real_time_conf(spark, True, True):  # type: ignore[arg-type]
-        assert spark.conf.values[MIN_BATCH_CONF] == "100"
-    assert spark.conf.values == {MIN_BATCH_CONF: "5000"}
-    with real_time_conf(spark, False, True):  # type: ignore[arg-type]
-        assert spark.conf.values == {MIN_BATCH_CONF: "5000"}
-
-
 def test_a_step_schema_may_not_name_a_hidden_column_or_an_origin_part() -> None:
     """Names starting with ``_gs_`` are the pipeline's: a step's schema naming one is a
     ``ConfigError``, the origin's parts (``ORIGIN_PARTS``) among them."""

@@ -45,7 +45,6 @@ def test_a_query_stuck_initialising_fails_loudly(monkeypatch: pytest.MonkeyPatch
 class _Conf:
     def __init__(self, values: dict[str, str]) -> None:
         self.values = dict(values)
-        self.seen: list[dict[str, str]] = []
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.values.get(key, default)
@@ -63,6 +62,19 @@ class _Session:
 
 
 ROWS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+def test_a_real_time_start_lowers_sparks_interval_floor_and_restores_it() -> None:
+    """Spark refuses a real-time interval under its floor (5 s) at start: it is lowered
+    to gridstream's while the query starts, then set back as it was."""
+    from gridstream.pipeline.streaming import MIN_BATCH_CONF
+
+    spark = _Session({MIN_BATCH_CONF: "5000"})
+    with run.real_time_conf(spark, True, True):  # type: ignore[arg-type]
+        assert spark.conf.values[MIN_BATCH_CONF] == "100"
+    assert spark.conf.values == {MIN_BATCH_CONF: "5000"}
+    with run.real_time_conf(spark, False, True):  # type: ignore[arg-type]
+        assert spark.conf.values == {MIN_BATCH_CONF: "5000"}
 
 
 @pytest.mark.parametrize(("own", "during"), [(None, "100"), ("10000", "100"),
