@@ -162,7 +162,7 @@ class KafkaSinkConfig(StrictModel):
     kind: Literal["kafka"] = "kafka"
     """``kafka``: the exactly-once writer under ``EXACTLY_ONCE``; at least once, the
     pass's own tasks with an idempotent producer when the pass reads the Kafka source's
-    rows (micro-batches, no dead letters), else Spark's Kafka sink."""
+    rows (micro-batches or real-time mode, no dead letters), else Spark's Kafka sink."""
     topic: str
     """The topic written: a ``(key, value)`` item gives the record's key and value, any
     other item is the value, with no key (unless ``key_fn`` or ``value_fn`` is set)."""
