@@ -21,8 +21,8 @@ def _properties() -> dict[str, str]:
 
 
 def test_each_logger_has_at_most_one_filter() -> None:
-    # Log4j keeps only the last of several filters declared on one logger: a second one
-    # would silently turn the first off
+    # of several filters declared on one logger Log4j applies one (picked by id, not by
+    # the file's order): another one would be silently off
     filters: defaultdict[str, set[str]] = defaultdict(set)
     for key in _properties():
         parts = key.split(".")
@@ -55,8 +55,11 @@ def test_the_real_time_filter_drops_the_python_operator_and_the_noop_sink_only()
     kept = [
         "The operator(s): org.apache.spark.sql.execution.SortExec is not in the operator "
         "allowlist for Real-Time Mode.",
-        "The sink: org.apache.spark.sql.kafka010.KafkaTable is not in the sink allowlist "
-        "for Real-Time Mode.",
+        "The operator(s): org.apache.spark.sql.execution.python.MapInArrowExec, "
+        "org.apache.spark.sql.execution.SortExec are not in the operator allowlist for "
+        "Real-Time Mode.",
+        "The sink: org.apache.spark.sql.execution.streaming.ConsoleTable$ is not in the "
+        "sink allowlist for Real-Time Mode.",
     ]
     assert [m for m in dropped if not pattern.fullmatch(m)] == []
     assert [m for m in kept if pattern.fullmatch(m)] == []
