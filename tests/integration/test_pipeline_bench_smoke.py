@@ -51,12 +51,15 @@ def test_the_kafka_map_pipeline_benchmark_runs_every_side(
 def test_the_latency_benchmark_measures_real_time_and_micro_batch(
         kafka_service: LocalService) -> None:
     result, stderr = _run("bench_pipeline_latency.py", "--side", "gridstream", "--rate",
-                          "500", "--seconds", "3", "--warmup", "1", "--partitions", "1")
+                          "500", "--seconds", "3", "--warmup", "1", "--partitions", "1",
+                          "--broker-warmup", "1")
     # Spark warns at every real-time batch with the allow-list check off (2–5 a second
     # with a Python pass): gridstream says it once at the query's start instead
     assert "not in the operator allowlist" not in stderr, stderr[-3000:]
     assert "not in the sink allowlist" not in stderr, stderr[-3000:]  # the noop sink's
     assert stderr.count("real-time mode with a Python pass") == 1, stderr[-3000:]
+    assert result["broker_warmup_s"] == 1.0  # a native real-time run first, every record
+    assert "native" not in result  # its figures dropped
     for mode, trigger in (("real_time", "real_time"), ("micro_batch", "0 seconds")):
         run = result["gridstream"][mode]
         assert run["trigger"] == trigger
