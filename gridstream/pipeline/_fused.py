@@ -4,21 +4,19 @@ queries (micro-batch and real-time)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gridstream.pipeline import serde
 from gridstream.pipeline.base import ORIGIN_PARTS, LastPass, RunContext
 from gridstream.pipeline.streaming import OBSERVED, configure
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
 
     from gridstream.kafka import KafkaProperties
     from gridstream.spark.kafka_through import Through
 
-__all__ = ["counted", "fused_through", "start_at_least_once", "start_real_time"]
+__all__ = ["counted", "fused_through", "start_at_least_once"]
 
 
 def counted(written: int, left_out: int) -> dict[str, int]:
@@ -36,30 +34,15 @@ def fused_through(last: LastPass) -> Through:
                    None if topic_column else last.origin_topic)
 
 
-def start_at_least_once(last: LastPass, context: RunContext,
-                        on_batch: Callable[[int, dict[str, Any]], None],
-                        properties: KafkaProperties, topic: str) -> StreamingQuery:
-    """The query whose tasks run the pass and produce with the worker's idempotent
-    producer (``properties``), flushed before each task ends."""
-    from gridstream.spark.kafka_through import write_at_least_once
-
-    flush_s = _checked(properties)
-    through = fused_through(last)
-
-    def batch(batch_df: DataFrame, batch_id: int) -> None:
-        written, dropped = write_at_least_once(batch_df, through, properties, topic, flush_s)
-        on_batch(batch_id, {"written": written, OBSERVED: counted(written, dropped)})
-
-    return configure(last.input.writeStream.foreachBatch(batch), context).start()
-
-
-def start_real_time(last: LastPass, context: RunContext, properties: KafkaProperties,
-                    topic: str) -> StreamingQuery:
-    """The same in real-time mode, which has no ``foreachBatch``: each long-running task
-    runs the pass and produces each Arrow batch as it comes (not at the batch's end, when
-    Spark's Python runner would hand the pass's rows back), flushed before the task ends
-    and so before its batch's offsets are committed (at least once); the query's sink is
-    Spark's ``noop``, its rows the tasks' counts (``OBSERVED``)."""
+def start_at_least_once(last: LastPass, context: RunContext, properties: KafkaProperties,
+                        topic: str) -> StreamingQuery:
+    """The query whose tasks run the pass and produce what it gives with the worker's
+    idempotent producer (``properties``), each Arrow batch as it comes, flushed before
+    the task ends and so before its batch's offsets are committed (at least once). The
+    query's sink is Spark's ``noop``, its rows the tasks' counts (``OBSERVED``): no
+    ``foreachBatch`` (real-time mode has none; in micro-batches its Python call-back,
+    the batch's plan made again and its counts collected to the driver cost every
+    batch), the same query in both modes."""
     import pyspark.sql.functions as F
 
     from gridstream.spark.kafka_through import producing

@@ -7,8 +7,9 @@ from ``gridstream.pipeline.serde``; ``auto.offset.reset`` says where a query wit
 checkpoint position starts. Under ``EXACTLY_ONCE`` the sink writes through
 ``KafkaExactlyOnceWriter`` (``foreachBatch``); under ``AT_LEAST_ONCE``, when its pass
 reads a Kafka source's rows (``KafkaSink.fuses``), through the pass's own tasks and
-their idempotent producer (``write_at_least_once``); otherwise through Spark's Kafka
-sink. Above ``NONE`` a fused pass runs in the writer's tasks.
+their idempotent producer (``_fused.start_at_least_once``: the query's own tasks, no
+``foreachBatch``); otherwise through Spark's Kafka sink. Above ``NONE`` a fused pass
+runs in the writer's tasks.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from gridstream.pipeline import serde
 from gridstream.pipeline.base import (
     Flow,
     Guarantee,
-    LastPass,
     RunContext,
     Sink,
     Source,
@@ -353,8 +353,8 @@ class KafkaSink(Sink):
     def fuses(self, context: RunContext) -> bool:
         """Above ``NONE``, the sink's pass runs in the writer's own tasks, which produce
         from Python: the exactly-once writer's transactions, or at least once the
-        worker's idempotent producer (one Python pass a task, no rows back into the JVM;
-        in real-time mode each Arrow batch produced as it comes); the dead-letter
+        worker's idempotent producer in the query's own tasks (one Python pass a task,
+        no rows back into the JVM, each Arrow batch produced as it comes); the dead-letter
         policy's routing stays in the JVM."""
         return context.guarantee != Guarantee.NONE and context.errors != "dead_letter"
 
@@ -363,7 +363,10 @@ class KafkaSink(Sink):
         last = flow.last_pass if self.fuses(context) else None
         if context.guarantee != Guarantee.EXACTLY_ONCE:
             if last is not None:
-                return self._start_at_least_once(last, context, on_batch)
+                from gridstream.pipeline._fused import start_at_least_once
+
+                return start_at_least_once(last, context, self.at_least_once_properties(),
+                                           self.topic)
             df = route_to_kafka(good_rows(observed(flow.df), context), context, self.topic)
             writer = df.writeStream.format("kafka").options(**self.producer_options())
             return configure(writer, context).start()
@@ -404,18 +407,6 @@ class KafkaSink(Sink):
                   if k not in ("transactional.id", "transaction.timeout.ms")}
         return KafkaProperties(config).layered(PRODUCER_DEFAULTS,
                                                {"bootstrap.servers": self.bootstrap})
-
-    def _start_at_least_once(self, last: LastPass, context: RunContext,
-                             on_batch: Callable[[int, dict[str, Any]], None],
-                             ) -> StreamingQuery:
-        """The pass and the worker's idempotent producer in each task (``fuses``)."""
-        from gridstream.pipeline._fused import start_at_least_once, start_real_time
-
-        if is_real_time(context.trigger):
-            return start_real_time(last, context, self.at_least_once_properties(),
-                                   self.topic)
-        return start_at_least_once(last, context, on_batch,
-                                   self.at_least_once_properties(), self.topic)
 
     def close(self) -> None:
         if self._writer is not None:

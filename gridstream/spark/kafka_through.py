@@ -4,9 +4,9 @@ A pipeline whose last Python pass feeds the exactly-once writer would otherwise 
 Python passes a task: the pass (``mapInArrow``), its rows back into the JVM, then the
 writer's own (``mapInArrow`` again, into a second Python worker) that produces them.
 Fused, the writer's task runs the pass over its input rows and produces what the pass
-gives, in the one Python worker. At least once, ``write_at_least_once`` does the same
-with the worker's idempotent producer, flushed before the task ends, instead of
-handing the pass's rows back to Spark's Kafka sink.
+gives, in the one Python worker. At least once, ``producing`` does the same with the
+worker's idempotent producer, flushed before the task ends, instead of handing the
+pass's rows back to Spark's Kafka sink (the query's tasks are then the writer's).
 
 The input rows are a Kafka source's (Spark plans one task per topic-partition offset
 range, the same range for a batch whatever run reads it: the offsets are in the
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from gridstream.kafka import KafkaProperties
 
 __all__ = ["COUNTS", "Through", "check_producer", "origin_content", "origin_contents",
-           "producing", "write_at_least_once"]
+           "producing"]
 
 Fused = Callable[[Iterator["pa.RecordBatch"]], Iterator[tuple["pa.RecordBatch", int]]]
 """A task's input batches → the rows to write (``key``, ``value``; optional ``topic``,
@@ -181,22 +181,13 @@ def check_producer(properties: KafkaProperties) -> None:
                           f"its properties: {kafka_error('librdkafka', exc, config)}") from exc
 
 
-def write_at_least_once(df: DataFrame, through: Through, properties: KafkaProperties,
-                        topic: str, flush_s: float | None) -> tuple[int, int]:
-    """Each task of the batch ``df`` runs the pass and produces what it gives to
-    ``topic`` with its worker's idempotent producer (``properties``: layered, secrets
-    never printed), flushed before the task ends: a record not acknowledged within
-    ``flush_s`` (None: librdkafka's own delivery timeout) fails the task (Spark's retry,
-    or the query, writes the batch again: at least once). Returns the records written
-    and the rows left out."""
-    done = producing(df, through, properties, topic, flush_s).collect()
-    return sum(r.records for r in done), sum(r.dropped for r in done)
-
-
 def producing(df: DataFrame, through: Through, properties: KafkaProperties, topic: str,
               flush_s: float | None) -> DataFrame:
-    """``df`` through tasks that run the pass and produce what it gives (each task's
-    records flushed before it ends, ``write_at_least_once``): a row a task of its
+    """``df`` through tasks that run the pass and produce what it gives to ``topic``
+    with their worker's idempotent producer (``properties``: layered, secrets never
+    printed), each task's records flushed before it ends: a record not acknowledged
+    within ``flush_s`` (None: librdkafka's own delivery timeout) fails the task (Spark's
+    retry, or the query, writes the batch again: at least once). A row a task, of its
     ``records`` written and ``dropped`` left out."""
     return df.mapInArrow(lambda batches: _produce_task(through, properties, topic, flush_s,
                                                        iter(batches)), COUNTS)

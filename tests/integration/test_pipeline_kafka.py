@@ -295,10 +295,12 @@ def test_the_writers_tasks_run_the_sinks_pass(
         capsys: pytest.CaptureFixture[str], guarantee: Guarantee, topics: int) -> None:
     """Above ``NONE`` the sink's pass straight over a Kafka source runs inside the
     writer's tasks (one Python pass a task; they produce from Python: the exactly-once
-    writer's transactions, or the worker's idempotent producer): the streaming query's
-    plan has no Python node, only the source's rows and the origin's parts (the topic
-    among them for a source of two topics); every record comes out once, each batch is
-    reported."""
+    writer's transactions, or the worker's idempotent producer): under ``EXACTLY_ONCE``
+    the streaming query's plan has no Python node (the writer's ``foreachBatch`` job
+    runs it), only the source's rows and the origin's parts (the topic among them for a
+    source of two topics); under ``AT_LEAST_ONCE`` the query's own tasks run it, with no
+    ``foreachBatch``: its one Python node gives back the tasks' counts, not the rows;
+    every record comes out once, each batch is reported."""
     sources, sink = [topic_factory(2) for _ in range(topics)], topic_factory(2)
     for n, source in enumerate(sources):
         produce(kafka_bootstrap, source, ((f"k{n}-{i}".encode(), str(i).encode())
@@ -313,7 +315,12 @@ def test_the_writers_tasks_run_the_sinks_pass(
     described, plan = _explained(job, spark, capsys)
     assert job.failure is None
     assert "encode, the writer's produce (in the same task)" in described, described
-    assert "MapInArrow" not in plan and "PythonUDF" not in plan, plan
+    assert "PythonUDF" not in plan, plan
+    if guarantee == Guarantee.EXACTLY_ONCE:
+        assert "MapInArrow" not in plan, plan
+    else:
+        assert plan.count("MapInArrow") == 1 and _pass_output(plan) == ["records", "dropped"]
+        assert "ForeachBatch" not in plan, plan
     # nothing the pass does not read: no event time, no raw bytes, no origin text
     assert "_gs_ts" not in plan and "_gs_raw" not in plan and "_gs_where" not in plan, plan
     parts = ["_gs_origin_partition", "_gs_origin_offset"]
