@@ -1,6 +1,6 @@
 """A Kafka sink's pass run in its writer's own tasks (``KafkaSink.fuses``): the
 ``Through`` the writers take, the counts its tasks report, and the at-least-once
-queries (micro-batch and real-time)."""
+query (micro-batches and real-time mode alike)."""
 
 from __future__ import annotations
 
