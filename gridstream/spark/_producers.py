@@ -191,9 +191,11 @@ def flush_delivered(producer: Producer, timeout_s: float | None, what: str,
     if left or failed:
         discard(producer)
         first = failed[0] if failed else None
+        # the wait is named only where records are still queued: refused ones fail at once
         waited = "" if timeout_s is None else f" after {timeout_s:g}s"
+        queued = f" and {left} still queued{waited}" if left else ""
         raise KafkaClientError(
-            f"{what}: {len(failed)} record(s) not delivered and {left} still queued{waited}"
+            f"{what}: {len(failed)} record(s) not delivered{queued}"
             + (f": {first.str()}" if first is not None else ""),
             code=first.name() if first is not None else None)
 

@@ -3,7 +3,9 @@ guarantee, map_batch, the error policies, real-time mode's refusals, a TOML run.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import random
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -135,6 +137,52 @@ def test_log_skips_and_counts_the_failing_rows(
     assert got == sorted(2 * i for i in range(100) if i not in {3, 50, 99})
     assert sum(r.errors for r in reports) == 3
     assert sum(r.rows_out for r in reports) == 97
+
+
+def _same(kv: tuple[str, str]) -> tuple[str, str]:
+    return entry(kv[0], kv[1])
+
+
+def test_at_least_once_a_record_the_broker_refuses_fails_the_batch_which_a_restart_writes(
+        spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+        tmp_path: Path) -> None:
+    """``AT_LEAST_ONCE``'s tasks produce: a record the broker refuses (larger than the
+    sink topic's ``max.message.bytes``) fails its task and so the query, with the
+    broker's error, and the batch's offsets are not committed — the restart from the
+    same checkpoint, the topic's limit raised, writes every record of it (none was
+    skipped: at least once)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    source, sink = topic_factory(1), topic_factory(1, max_message_bytes=2048)
+    # incompressible (the producer compresses): 5 336 characters of base64
+    big = base64.b64encode(random.Random(5).randbytes(4000)).decode()
+    produce(kafka_bootstrap, source, ((f"k{i}".encode(), (big if i == 5 else str(i)).encode())
+                                      for i in range(20)))
+
+    def pipeline() -> Pipeline:
+        p = Pipeline.create(name="alo-refused")
+        (p.read_from(KafkaSources.kafka(props(kafka_bootstrap), source))
+          .map(_same)
+          .write_to(KafkaSinks.kafka(out_props(kafka_bootstrap), sink)))
+        return p
+
+    checkpoint = str(tmp_path / "ck")
+    failure, reports = _run(pipeline(), spark, guarantee=Guarantee.AT_LEAST_ONCE,
+                            checkpoint=checkpoint)
+    assert failure is not None and "Message size too large" in str(failure), failure
+    assert "still queued" not in str(failure), failure  # none waited: the broker refused
+    assert reports == []
+    assert all(v != big.encode() for _, v, _ in read(kafka_bootstrap, sink))
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    resource = ConfigResource("topic", sink, set_config={"max.message.bytes": "1048576"})
+    for future in admin.alter_configs([resource]).values():
+        future.result(timeout=30)
+    failure, reports = _run(pipeline(), spark, guarantee=Guarantee.AT_LEAST_ONCE,
+                            checkpoint=checkpoint)
+    assert failure is None
+    got = {(k, v) for k, v, _ in read(kafka_bootstrap, sink)}
+    assert got == {(f"k{i}".encode(), (big if i == 5 else str(i)).encode()) for i in range(20)}
+    assert sum(r.rows_out for r in reports) == 20, reports
 
 
 @pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])

@@ -1,5 +1,5 @@
-"""A job's batch reports from its query's progress: counts a fused sink's tasks gave
-(``on_batch``), when no JVM node after the pass observed them."""
+"""A job's batch reports from its query's progress: the counts a JVM node observed
+(``observedMetrics``), or those the exactly-once writer's tasks gave (``on_batch``)."""
 
 from __future__ import annotations
 
@@ -21,17 +21,41 @@ class _Query:
         self.recentProgress = list(progress)
 
 
-def _progress(batch: int, rows: int) -> _Progress:
-    return _Progress(batchId=batch, numInputRows=rows,
-                     durationMs={"triggerExecution": 250 if rows else 3})
+def _progress(batch: int, rows: int, observed: dict[str, int] | None = None) -> _Progress:
+    progress = _Progress(batchId=batch, numInputRows=rows,
+                         durationMs={"triggerExecution": 250 if rows else 3})
+    if observed is not None:
+        progress["observedMetrics"] = {OBSERVED: observed}
+    return progress
 
 
-def _job(tmp: str) -> Any:
+def _job(tmp: str, guarantee: Guarantee = Guarantee.EXACTLY_ONCE) -> Any:
     p = Pipeline.create(name="reports")
     (p.read_from(KafkaSources.kafka({"bootstrap.servers": "127.0.0.1:1"}, "in"))
       .map(lambda kv: kv)
       .write_to(KafkaSinks.kafka({"bootstrap.servers": "127.0.0.1:1"}, "out")))
-    return p.job(Guarantee.AT_LEAST_ONCE, checkpoint=tmp)
+    return p.job(guarantee, checkpoint=tmp)
+
+
+def _drain(job: Any) -> list[tuple[int, int, int, int]]:
+    reports = []
+    while job.reports:
+        report = job.reports.popleft()
+        reports.append((report.batch_id, report.rows_in, report.rows_out, report.errors))
+    return reports
+
+
+def test_at_least_once_reports_the_counts_its_query_observed(tmp_path: Any) -> None:
+    """``AT_LEAST_ONCE``'s tasks produce and give their counts to Spark's
+    ``observe``: each batch's report takes them from its progress; an idle trigger's
+    progress (no rows, no metrics) is no report, and a batch already reported is not
+    reported again when a later poll sees its progress once more."""
+    job = _job(str(tmp_path / "ck"), Guarantee.AT_LEAST_ONCE)
+    job._query = _Query(_progress(0, 5, {"rows": 5, "errors": 1}), _progress(1, 0))
+    assert _drain(job) == [(0, 5, 4, 1)]
+    job._query = _Query(_progress(0, 5, {"rows": 5, "errors": 1}), _progress(1, 0),
+                        _progress(1, 3, {"rows": 3, "errors": 0}))
+    assert _drain(job) == [(1, 3, 3, 0)]
 
 
 def test_an_idle_triggers_progress_does_not_take_the_next_batchs_counts(

@@ -135,6 +135,8 @@ def test_an_at_least_once_task_whose_records_are_not_delivered_fails() -> None:
         list(_produce_task(through, properties, "out", 10.0,
                            iter([_rows([0, 0], [1, 2])])))
     assert "hunter2-x" not in str(failed.value)
+    # every record failed, none is queued: the message names no wait it did not make
+    assert "still queued" not in str(failed.value) and "10s" not in str(failed.value)
     assert not _producers._PLAIN   # dropped from the pool
 
 
