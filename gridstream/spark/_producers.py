@@ -191,7 +191,7 @@ def flush_delivered(producer: Producer, timeout_s: float | None, what: str,
     if left or failed:
         discard(producer)
         first = failed[0] if failed else None
-        # the wait is named only where records are still queued: refused ones fail at once
+        # the wait is named only when records are still queued after it
         waited = "" if timeout_s is None else f" after {timeout_s:g}s"
         queued = f" and {left} still queued{waited}" if left else ""
         raise KafkaClientError(

@@ -151,7 +151,13 @@ def test_at_least_once_a_record_the_broker_refuses_fails_the_batch_which_a_resta
     broker's error, and the batch's offsets are not committed — the restart from the
     same checkpoint, the topic's limit raised, writes every record of it (none was
     skipped: at least once)."""
-    from confluent_kafka.admin import AdminClient, ConfigResource
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
 
     source, sink = topic_factory(1), topic_factory(1, max_message_bytes=2048)
     # incompressible (the producer compresses): 5 336 characters of base64
@@ -174,9 +180,14 @@ def test_at_least_once_a_record_the_broker_refuses_fails_the_batch_which_a_resta
     assert reports == []
     assert all(v != big.encode() for _, v, _ in read(kafka_bootstrap, sink))
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    resource = ConfigResource("topic", sink, set_config={"max.message.bytes": "1048576"})
-    for future in admin.alter_configs([resource]).values():
+    limit = ConfigEntry("max.message.bytes", "1048576",
+                        incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.TOPIC, sink, incremental_configs=[limit])
+    for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=30)
+    described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, sink)])
+    for future in described.values():
+        assert future.result(timeout=30)["max.message.bytes"].value == "1048576"
     failure, reports = _run(pipeline(), spark, guarantee=Guarantee.AT_LEAST_ONCE,
                             checkpoint=checkpoint)
     assert failure is None
